@@ -1,0 +1,101 @@
+/**
+ * Loads a Sluice config file: YAML → schema (with defaults) → semantic checks → normalised
+ * `SluiceConfig`, or every problem found, each with file, line, column and path. Startup and reload
+ * only; the request path never calls into this module.
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { formatConfigPath, type ConfigIssue, type LocatedIssue } from './config-issue.js';
+import { normalizeConfig } from './normalize.js';
+import { mapSchemaErrors } from './schema-errors.js';
+import { validateConfigSchema } from './schema-validator.js';
+import { checkSemantics } from './semantic-checks.js';
+import type { SluiceConfig } from './types.js';
+import { hasPath, locatePath, type YamlSource } from './yaml-locate.js';
+import { parseYaml } from './yaml-parse.js';
+
+/** One problem in a config file. */
+export interface ConfigError {
+  file: string;
+  /** 1-based line of the offending node: the key for unknown keys, the parent mapping for missing keys, else the value. */
+  line: number;
+  /** 1-based column, same node as `line`. */
+  col: number;
+  /** YAML path like `pools[0].nodes[1].url`; '' for the root. */
+  path: string;
+  /** What was wrong and what was expected. */
+  message: string;
+}
+
+/**
+ * The outcome of loading: a valid, defaults-applied config with the sha256 (hex) of the file text,
+ * or the errors, sorted by position (never empty).
+ */
+export type LoadResult =
+  { ok: true; config: SluiceConfig; digest: string } | { ok: false; errors: ConfigError[] };
+
+function byPosition(a: LocatedIssue, b: LocatedIssue): number {
+  return a.line - b.line || a.col - b.col;
+}
+
+function locate(source: YamlSource, file: string, issue: ConfigIssue): ConfigError {
+  const { line, col } = locatePath(source, issue.path, issue.anchor);
+  return { file, line, col, path: formatConfigPath(issue.path), message: issue.message };
+}
+
+/**
+ * Parses and validates config `text`; `file` only names the source in errors. Pure and synchronous:
+ * it reads nothing, and the same text always gives the same result. Never throws on bad input.
+ *
+ * @example
+ * const result = parseConfig(readFileSync('sluice.yaml', 'utf8'), 'sluice.yaml');
+ * if (!result.ok) for (const e of result.errors) console.error(formatConfigError(e));
+ */
+export function parseConfig(text: string, file: string): LoadResult {
+  const parsed = parseYaml(text);
+  if (parsed.errors.length > 0) {
+    return { ok: false, errors: parsed.errors.map((issue) => ({ file, ...issue })).sort(byPosition) };
+  }
+  const data = parsed.data;
+  const schemaIssues = validateConfigSchema(data)
+    ? []
+    : mapSchemaErrors(validateConfigSchema.errors ?? [], data);
+  // A value the schema already rejected gets no second complaint from the semantic rules.
+  const rejected = new Set(schemaIssues.map((issue) => formatConfigPath(issue.path)));
+  const semanticIssues = checkSemantics(data, { has: (path) => hasPath(parsed.source, path) }).filter(
+    (issue) => !rejected.has(formatConfigPath(issue.path)),
+  );
+  const issues = [...schemaIssues, ...semanticIssues];
+  if (issues.length > 0) {
+    return { ok: false, errors: issues.map((issue) => locate(parsed.source, file, issue)).sort(byPosition) };
+  }
+  const config = normalizeConfig(data as SluiceConfig);
+  return { ok: true, config, digest: createHash('sha256').update(text).digest('hex') };
+}
+
+/**
+ * Reads `file` (UTF-8) and parses it with {@link parseConfig}. A missing or unreadable file is
+ * reported as one error at 1:1 carrying the operating system's reason; never rejects.
+ */
+export async function loadConfigFile(file: string): Promise<LoadResult> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return {
+      ok: false,
+      errors: [{ file, line: 1, col: 1, path: '', message: `cannot read the config file: ${reason}` }],
+    };
+  }
+  return parseConfig(text, file);
+}
+
+/**
+ * One line per error, compiler style: `my.yaml:12:7 pools[0].nodes[1].url: must be a base URL like
+ * http://10.0.0.7:8000 (got "ftp://x")`. Errors at the root have no path part.
+ */
+export function formatConfigError(e: ConfigError): string {
+  const where = `${e.file}:${e.line}:${e.col}`;
+  return e.path === '' ? `${where} ${e.message}` : `${where} ${e.path}: ${e.message}`;
+}

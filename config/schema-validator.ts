@@ -1,0 +1,31 @@
+/**
+ * Loads `config/schema.json` once, at module load, and compiles it with ajv into the validator that
+ * also fills in defaults. Startup only: nothing here runs on the request path.
+ */
+import { readFileSync } from 'node:fs';
+import { Ajv, type ValidateFunction } from 'ajv';
+import { schemaFilePath } from './sluice-root.js';
+
+/**
+ * Creates the ajv instance the config schema is compiled with: every error reported (not just the
+ * first), defaults inserted into the data, failing values and schemas kept on errors for messages.
+ * `patternErrorMessage` is the editors' (VS Code, yaml-language-server) annotation for a readable
+ * pattern message; ajv only needs to know it.
+ */
+function createAjv(): Ajv {
+  const ajv = new Ajv({ allErrors: true, useDefaults: true, verbose: true, strict: true });
+  ajv.addKeyword('patternErrorMessage');
+  return ajv;
+}
+
+function compileSchema(): ValidateFunction {
+  const file = schemaFilePath();
+  const schema = JSON.parse(readFileSync(file, 'utf8')) as object;
+  return createAjv().compile(schema);
+}
+
+/**
+ * The compiled config schema. Call it on a plain-JS copy of the document: it fills in defaults in
+ * place, returns true when the data is valid, and leaves the errors in `validateConfigSchema.errors`.
+ */
+export const validateConfigSchema: ValidateFunction = compileSchema();

@@ -1,0 +1,240 @@
+/**
+ * The rules JSON Schema cannot state: unique names and ports, routes naming defined pools, node URLs
+ * that really parse, simulator ports clear of the listeners. Runs on the defaults-applied data even
+ * when the schema failed, so it reads every value defensively and skips what the schema rejected.
+ */
+import type { ConfigIssue, ConfigPath } from './config-issue.js';
+import { suggestClosest } from './suggest.js';
+
+/** What the checks may ask about the file itself (not the defaulted data). */
+export interface SourceView {
+  /** True when the key at `path` is written in the file, false when a default filled it in. */
+  has(path: ConfigPath): boolean;
+}
+
+type Json = Record<string, unknown>;
+
+function isRecord(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The entries of a list that are mappings, with their indexes. */
+function entries(value: unknown): [number, Json][] {
+  if (!Array.isArray(value)) return [];
+  const out: [number, Json][] = [];
+  value.forEach((item: unknown, index) => {
+    if (isRecord(item)) out.push([index, item]);
+  });
+  return out;
+}
+
+function text(record: Json, key: string): string | undefined {
+  const value = record[key];
+  return typeof value === 'string' ? value : undefined;
+}
+
+function port(record: Json, key = 'port'): number | undefined {
+  const value = record[key];
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535
+    ? value
+    : undefined;
+}
+
+function checkUniqueNames(data: Json, section: string, noun: string, issues: ConfigIssue[]): void {
+  const first = new Map<string, number>();
+  for (const [index, entry] of entries(data[section])) {
+    const name = text(entry, 'name');
+    if (name === undefined) continue;
+    const earlier = first.get(name);
+    if (earlier === undefined) {
+      first.set(name, index);
+      continue;
+    }
+    issues.push({
+      path: [section, index, 'name'],
+      anchor: 'value',
+      message: `duplicate ${noun} name ${JSON.stringify(name)}: ${section}[${earlier}] already uses it`,
+    });
+  }
+}
+
+function checkRoutePools(data: Json, issues: ConfigIssue[]): void {
+  const pools = [...new Set(entries(data['pools']).flatMap(([, pool]) => text(pool, 'name') ?? []))];
+  if (pools.length === 0) return;
+  for (const [index, route] of entries(data['routes'])) {
+    const pool = text(route, 'pool');
+    if (pool === undefined || pools.includes(pool)) continue;
+    const closest = suggestClosest(pool, pools);
+    const suggestion = closest === undefined ? '' : ` (did you mean ${JSON.stringify(closest)}?)`;
+    issues.push({
+      path: ['routes', index, 'pool'],
+      anchor: 'value',
+      message: `unknown pool ${JSON.stringify(pool)}${suggestion}; defined pools: ${pools.join(', ')}`,
+    });
+  }
+}
+
+interface PortUser {
+  port: number;
+  /** Who holds the port, for messages: `listener "public" (listeners[0])`. */
+  label: string;
+  /** Where the port is set. */
+  path: ConfigPath;
+}
+
+/** Listener ports must differ (0 excepted: each 0 gets its own free port), and differ from admin's. */
+function checkListenerPorts(data: Json, view: SourceView, issues: ConfigIssue[]): PortUser[] {
+  const used: PortUser[] = [];
+  const byPort = new Map<number, PortUser>();
+  for (const [index, listener] of entries(data['listeners'])) {
+    const value = port(listener);
+    if (value === undefined || value === 0) continue;
+    const label = `listener ${JSON.stringify(text(listener, 'name') ?? '')} (listeners[${index}])`;
+    const earlier = byPort.get(value);
+    if (earlier !== undefined) {
+      issues.push({
+        path: ['listeners', index, 'port'],
+        anchor: 'value',
+        message: `port ${value} is already used by ${earlier.label}`,
+      });
+      continue;
+    }
+    const user = { port: value, label, path: ['listeners', index, 'port'] };
+    byPort.set(value, user);
+    used.push(user);
+  }
+  const admin = isRecord(data['admin']) ? port(data['admin']) : undefined;
+  if (admin === undefined || admin === 0) return used;
+  const clash = byPort.get(admin);
+  if (clash !== undefined) {
+    if (view.has(['admin', 'port'])) {
+      issues.push({
+        path: ['admin', 'port'],
+        anchor: 'value',
+        message: `port ${admin} is also used by ${clash.label}; the admin API needs a port of its own`,
+      });
+    } else {
+      issues.push({
+        path: clash.path,
+        anchor: 'value',
+        message: `port ${admin} is the admin API's default port; pick another port or set admin.port`,
+      });
+    }
+  }
+  used.push({ port: admin, label: 'the admin API (admin.port)', path: ['admin', 'port'] });
+  return used;
+}
+
+/** Why `url` is not a usable node base URL, or undefined when it is one. */
+function nodeUrlProblem(url: string): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    const portText = /:(\d+)\/?$/.exec(url)?.[1];
+    return portText !== undefined && Number(portText) > 65535 ? 'the port is above 65535' : 'not a valid URL';
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return 'the scheme must be http or https';
+  if (parsed.username !== '' || parsed.password !== '') return 'it must not carry a user name or password';
+  if (parsed.pathname !== '/') return `it must not have a path (${parsed.pathname})`;
+  if (parsed.search !== '' || parsed.hash !== '') return 'it must not have a query or fragment';
+  return undefined;
+}
+
+function checkNodes(data: Json, issues: ConfigIssue[]): void {
+  for (const [poolIndex, pool] of entries(data['pools'])) {
+    const seen = new Map<string, number>();
+    for (const [index, node] of entries(pool['nodes'])) {
+      const url = text(node, 'url');
+      if (url === undefined) continue;
+      const path = ['pools', poolIndex, 'nodes', index, 'url'];
+      const problem = nodeUrlProblem(url);
+      if (problem !== undefined) {
+        issues.push({
+          path,
+          anchor: 'value',
+          message: `must be a base URL like http://10.0.0.7:8000 (got ${JSON.stringify(url)}: ${problem})`,
+        });
+        continue;
+      }
+      const origin = new URL(url).origin;
+      const earlier = seen.get(origin);
+      if (earlier === undefined) {
+        seen.set(origin, index);
+        continue;
+      }
+      const poolName = JSON.stringify(text(pool, 'name') ?? '');
+      issues.push({
+        path,
+        anchor: 'value',
+        message: `node ${origin} is listed twice in pool ${poolName} (also at nodes[${earlier}])`,
+      });
+    }
+  }
+}
+
+function checkRouteMatches(data: Json, issues: ConfigIssue[]): void {
+  for (const [index, route] of entries(data['routes'])) {
+    const match = route['match'];
+    if (isRecord(match) && 'path' in match && 'path_prefix' in match) {
+      issues.push({
+        path: ['routes', index, 'match', 'path_prefix'],
+        anchor: 'key',
+        message: 'give either path (exact) or path_prefix, not both',
+      });
+    }
+  }
+}
+
+/** The simulator takes ports [port, port + nodes); they must exist and be free of Sluice's own. */
+function checkSimulatorPorts(data: Json, used: readonly PortUser[], issues: ConfigIssue[]): void {
+  const simulator = data['simulator'];
+  if (!isRecord(simulator)) return;
+  const first = port(simulator);
+  const count = simulator['nodes'];
+  if (
+    first === undefined ||
+    first === 0 ||
+    typeof count !== 'number' ||
+    !Number.isInteger(count) ||
+    count < 1
+  ) {
+    return;
+  }
+  const last = first + count - 1;
+  const path = ['simulator', 'port'];
+  if (last > 65535) {
+    issues.push({
+      path,
+      anchor: 'value',
+      message: `the simulator's ${count} nodes would need ports ${first}-${last}, past 65535`,
+    });
+    return;
+  }
+  for (const user of used) {
+    if (user.port < first || user.port > last) continue;
+    issues.push({
+      path,
+      anchor: 'value',
+      message: `the simulator's ports ${first}-${last} include port ${user.port} of ${user.label}`,
+    });
+  }
+}
+
+/**
+ * Runs every cross-field rule over the defaults-applied data and returns the problems found, each
+ * pointing at the value (or key) to change; an empty list means the rules hold.
+ */
+export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
+  if (!isRecord(data)) return [];
+  const issues: ConfigIssue[] = [];
+  checkUniqueNames(data, 'listeners', 'listener', issues);
+  checkUniqueNames(data, 'pools', 'pool', issues);
+  checkUniqueNames(data, 'routes', 'route', issues);
+  checkRoutePools(data, issues);
+  const used = checkListenerPorts(data, view, issues);
+  checkNodes(data, issues);
+  checkRouteMatches(data, issues);
+  checkSimulatorPorts(data, used, issues);
+  return issues;
+}

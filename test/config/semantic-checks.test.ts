@@ -1,0 +1,187 @@
+/**
+ * The cross-field rules: names, ports, pool references, node URLs and simulator ports, each reported
+ * at the value to change, plus the normalisation a valid config gets.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { BASE_LINES, configOf, errorsOf, onlyErrorOf, placesOf, yamlLines } from './config-fixtures.js';
+
+const POOLS = [
+  'pools:',
+  '  - name: gpu',
+  '    nodes: [{url: "http://127.0.0.1:9100"}]',
+  '  - name: cpu',
+  '    nodes: [{url: "http://127.0.0.1:9200"}]',
+] as const;
+
+void describe('routes and pools', () => {
+  void it('rejects a route to an undefined pool, listing the defined ones', () => {
+    const error = onlyErrorOf(yamlLines(...POOLS, 'routes:', '  - name: all', '    pool: tpu'));
+    assert.deepEqual(placesOf([error]), ['8:11 routes[0].pool']);
+    assert.equal(error.message, 'unknown pool "tpu" (did you mean "gpu"?); defined pools: gpu, cpu');
+  });
+
+  void it('rejects duplicate pool names at the second one', () => {
+    const error = onlyErrorOf(
+      yamlLines(
+        'pools:',
+        '  - name: gpu',
+        '    nodes: [{url: "http://127.0.0.1:9100"}]',
+        '  - name: gpu',
+        '    nodes: [{url: "http://127.0.0.1:9200"}]',
+        'routes: [{name: all, pool: gpu}]',
+      ),
+    );
+    assert.deepEqual(placesOf([error]), ['4:11 pools[1].name']);
+    assert.equal(error.message, 'duplicate pool name "gpu": pools[0] already uses it');
+  });
+
+  void it('rejects duplicate route and listener names', () => {
+    const errors = errorsOf(
+      yamlLines(
+        ...BASE_LINES,
+        '  - name: all',
+        '    pool: gpu',
+        'listeners:',
+        '  - {name: web, port: 8080}',
+        '  - {name: web, port: 8081}',
+      ),
+    );
+    assert.deepEqual(placesOf(errors), ['8:11 routes[1].name', '12:12 listeners[1].name']);
+    assert.equal(errors[0]!.message, 'duplicate route name "all": routes[0] already uses it');
+    assert.equal(errors[1]!.message, 'duplicate listener name "web": listeners[0] already uses it');
+  });
+
+  void it('rejects a route with both path and path_prefix, at the second key', () => {
+    const error = onlyErrorOf(yamlLines(...BASE_LINES, '    match: {path: /v1/models, path_prefix: /v1/}'));
+    assert.deepEqual(placesOf([error]), ['8:31 routes[0].match.path_prefix']);
+    assert.equal(error.message, 'give either path (exact) or path_prefix, not both');
+  });
+});
+
+void describe('ports', () => {
+  void it('rejects two listeners on one port but allows several on port 0', () => {
+    const errors = errorsOf(
+      yamlLines(
+        ...BASE_LINES,
+        'listeners:',
+        '  - {name: a, port: 8080}',
+        '  - {name: b, port: 0}',
+        '  - {name: c, port: 0}',
+        '  - {name: d, port: 8080}',
+      ),
+    );
+    assert.deepEqual(placesOf(errors), ['12:21 listeners[3].port']);
+    assert.equal(errors[0]!.message, 'port 8080 is already used by listener "a" (listeners[0])');
+  });
+
+  void it('rejects an admin port equal to a listener port, at admin.port when it is written', () => {
+    const error = onlyErrorOf(yamlLines(...BASE_LINES, 'admin:', '  port: 8080'));
+    assert.deepEqual(placesOf([error]), ['9:9 admin.port']);
+    assert.equal(
+      error.message,
+      'port 8080 is also used by listener "public" (listeners[0]); the admin API needs a port of its own',
+    );
+  });
+
+  void it('points at the listener when it takes the default admin port', () => {
+    const error = onlyErrorOf(yamlLines(...BASE_LINES, 'listeners:', '  - name: public', '    port: 9901'));
+    assert.deepEqual(placesOf([error]), ['10:11 listeners[0].port']);
+    assert.equal(
+      error.message,
+      "port 9901 is the admin API's default port; pick another port or set admin.port",
+    );
+  });
+
+  void it('rejects simulator ports that overlap a listener or the admin API', () => {
+    const errors = errorsOf(yamlLines(...BASE_LINES, 'simulator:', '  nodes: 4', '  port: 8078'));
+    assert.deepEqual(placesOf(errors), ['10:9 simulator.port']);
+    assert.equal(
+      errors[0]!.message,
+      'the simulator\'s ports 8078-8081 include port 8080 of listener "public" (listeners[0])',
+    );
+    const admin = onlyErrorOf(yamlLines(...BASE_LINES, 'simulator: {nodes: 2, port: 9900}'));
+    assert.equal(
+      admin.message,
+      "the simulator's ports 9900-9901 include port 9901 of the admin API (admin.port)",
+    );
+  });
+
+  void it('rejects simulator ports past 65535', () => {
+    const error = onlyErrorOf(yamlLines(...BASE_LINES, 'simulator: {nodes: 8, port: 65530}'));
+    assert.deepEqual(placesOf([error]), ['8:29 simulator.port']);
+    assert.equal(error.message, "the simulator's 8 nodes would need ports 65530-65537, past 65535");
+  });
+});
+
+void describe('node URLs', () => {
+  void it('rejects a URL whose port is out of range', () => {
+    const error = onlyErrorOf(
+      yamlLines(
+        'pools:',
+        '  - name: gpu',
+        '    nodes:',
+        '      - url: http://10.0.0.7:80000',
+        'routes: [{name: r, pool: gpu}]',
+      ),
+    );
+    assert.deepEqual(placesOf([error]), ['4:14 pools[0].nodes[0].url']);
+    assert.equal(
+      error.message,
+      'must be a base URL like http://10.0.0.7:8000 (got "http://10.0.0.7:80000": the port is above 65535)',
+    );
+  });
+
+  void it('rejects the same node twice in a pool, however it is spelt', () => {
+    const error = onlyErrorOf(
+      yamlLines(
+        'pools:',
+        '  - name: gpu',
+        '    nodes:',
+        '      - url: http://gpu-1:8000',
+        '      - url: http://GPU-1:8000/',
+        'routes: [{name: r, pool: gpu}]',
+      ),
+    );
+    assert.deepEqual(placesOf([error]), ['5:14 pools[0].nodes[1].url']);
+    assert.equal(error.message, 'node http://gpu-1:8000 is listed twice in pool "gpu" (also at nodes[0])');
+  });
+
+  void it('allows the same node in two pools', () => {
+    const config = configOf(
+      yamlLines(
+        'pools:',
+        '  - {name: a, nodes: [{url: "http://10.0.0.7:8000"}]}',
+        '  - {name: b, nodes: [{url: "http://10.0.0.7:8000"}]}',
+        'routes: [{name: r, pool: a}]',
+      ),
+    );
+    assert.equal(config.pools.length, 2);
+  });
+});
+
+void describe('normalisation', () => {
+  void it('stores node URLs as origins and hosts in lower case, and drops version', () => {
+    const config = configOf(
+      yamlLines(
+        'version: 1',
+        'pools:',
+        '  - name: gpu',
+        '    nodes:',
+        '      - url: http://GPU-1.Example.com:8000/',
+        '      - url: https://[::1]:8443',
+        '      - url: http://10.0.0.9:80',
+        'routes:',
+        '  - name: all',
+        '    pool: gpu',
+        '    match: {host: API.Example.COM}',
+      ),
+    );
+    assert.deepEqual(
+      config.pools[0]!.nodes.map((n) => n.url),
+      ['http://gpu-1.example.com:8000', 'https://[::1]:8443', 'http://10.0.0.9'],
+    );
+    assert.equal(config.routes[0]!.match.host, 'api.example.com');
+    assert.equal('version' in config, false);
+  });
+});
