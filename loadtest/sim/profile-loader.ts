@@ -1,0 +1,98 @@
+/**
+ * Finds and reads simulator profiles: a name resolves to `loadtest/profiles/NAME.yaml` under the repo
+ * root, anything that looks like a path is read as given. Validation rules live in `profile.ts`.
+ */
+
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { basename, dirname, extname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { SimProfileError, validateSimProfile, type SimProfile } from './profile.js';
+
+/** Profile used when none is named. */
+export const DEFAULT_PROFILE_NAME = 'llama-8b-h100-bf16';
+
+const PROFILES_DIR = join('loadtest', 'profiles');
+
+function walkUp(start: string): string | undefined {
+  let dir = resolve(start);
+  for (;;) {
+    if (existsSync(join(dir, PROFILES_DIR))) return dir;
+    const parent = dirname(dir);
+    if (parent === dir) return undefined;
+    dir = parent;
+  }
+}
+
+/**
+ * The directory holding `loadtest/profiles`: `$SLUICE_ROOT` if set and valid, else the first ancestor
+ * of this module's file that has one (works from `dist/loadtest/sim/`), else of `process.cwd()`.
+ * Throws when none is found.
+ */
+export function findProfilesDir(): string {
+  const envRoot = process.env['SLUICE_ROOT'];
+  const candidates: (string | undefined)[] = [
+    envRoot !== undefined && envRoot !== '' && existsSync(join(envRoot, PROFILES_DIR))
+      ? resolve(envRoot)
+      : undefined,
+    walkUp(dirname(fileURLToPath(import.meta.url))),
+    walkUp(process.cwd()),
+  ];
+  for (const root of candidates) if (root !== undefined) return join(root, PROFILES_DIR);
+  throw new SimProfileError(
+    `cannot find ${PROFILES_DIR}: set SLUICE_ROOT to the repository root or run from inside the repository`,
+  );
+}
+
+/** Names of the profiles shipped in `loadtest/profiles/` (without `.yaml`). */
+export function listSimProfiles(): string[] {
+  return readdirSync(findProfilesDir())
+    .filter((f) => f.endsWith('.yaml'))
+    .map((f) => f.slice(0, -'.yaml'.length))
+    .sort();
+}
+
+function looksLikePath(ref: string): boolean {
+  return ref.includes('/') || ref.includes('\\') || extname(ref) === '.yaml' || extname(ref) === '.yml';
+}
+
+/**
+ * Loads and validates a profile by name (`fast`) or by path (`./my.yaml`). A profile without a `name`
+ * key is named after its file. Throws `SimProfileError` with the file and key on any problem.
+ */
+export function loadSimProfile(ref: string = DEFAULT_PROFILE_NAME): SimProfile {
+  let file: string;
+  if (looksLikePath(ref)) {
+    file = resolve(ref);
+  } else {
+    file = join(findProfilesDir(), `${ref}.yaml`);
+    if (!existsSync(file)) {
+      throw new SimProfileError(`unknown profile "${ref}" (available: ${listSimProfiles().join(', ')})`);
+    }
+  }
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new SimProfileError(`${file}: cannot read profile: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (err) {
+    throw new SimProfileError(`${file}: invalid YAML: ${(err as Error).message}`);
+  }
+  const profile = validateSimProfile(parsed, file);
+  if (!Object.hasOwn(parsed as object, 'name')) profile.name = basename(file, extname(file));
+  return profile;
+}
+
+/**
+ * Turns the fleet's `profile` option into a validated profile: a name or path is loaded, an object is
+ * validated (missing keys take defaults), undefined loads the default profile.
+ */
+export function resolveSimProfile(input: string | Partial<SimProfile> | undefined): SimProfile {
+  if (input === undefined) return loadSimProfile(DEFAULT_PROFILE_NAME);
+  if (typeof input === 'string') return loadSimProfile(input);
+  return validateSimProfile(input, 'inline profile');
+}
