@@ -1,0 +1,52 @@
+/**
+ * The `sluice` command line: `serve`, `check`, `sim`, `loadtest` and `version`. Each subcommand
+ * resolves to an exit code; only the bin script calls process.exit.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { defaultConfigPath, findSluiceRoot } from '../../config/sluice-root.js';
+import { runServe } from './serve.js';
+
+const USAGE = `usage: sluice <command> [options]
+
+commands:
+  serve [--config FILE]   run the proxy (default config: config/default.yaml, the embedded demo
+                          with four simulated GPU nodes)
+  check FILE [FILE...]    validate config files; exit 1 with file:line:col errors
+  sim --nodes N --port P  run simulated GPU inference nodes on consecutive ports
+  version                 print the version
+`;
+
+/** Runs one command line; resolves to the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'serve':
+      return runServe(rest, defaultConfigPath());
+    case 'check': {
+      const { runCheckCli } = await import('../../config/check-cli.js');
+      return runCheckCli(rest);
+    }
+    case 'sim': {
+      const { runSimCli } = await import('../../loadtest/sim/cli.js');
+      return runSimCli(rest);
+    }
+    case 'version':
+    case '--version': {
+      const pkg = JSON.parse(readFileSync(join(findSluiceRoot(), 'package.json'), 'utf8')) as {
+        version: string;
+      };
+      process.stdout.write(`sluice ${pkg.version}\n`);
+      return 0;
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE);
+      return cmd === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`sluice: unknown command "${cmd}"\n\n${USAGE}`);
+      return 2;
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * The core's view of the client connection. `proxy/server/` implements it over uWebSockets.js; the
+ * core never sees uWS objects. Calls after `aborted` became true are ignored by implementations.
+ */
+
+export interface Downstream {
+  /** True once the client went away; nothing more may be written. */
+  readonly aborted: boolean;
+  /** True once a response head was written (no more local error replies or retries). */
+  readonly started: boolean;
+  /**
+   * Sends a complete response. `headers` is flat `[name, value, ...]`. `close` closes the
+   * connection after the response (framing errors, draining).
+   */
+  reply(status: number, headers: readonly string[], body: string, close: boolean): void;
+  /**
+   * Writes the head of a streamed response. `contentLength` is the body size, or -1 when unknown
+   * (chunked framing, e.g. SSE). `noBody` for HEAD requests and 204/304.
+   */
+  start(status: number, headers: readonly string[], contentLength: number, noBody: boolean): void;
+  /**
+   * Writes a body chunk. Returns false under backpressure: the caller must stop producing until the
+   * session's `onDownstreamDrain` is called. The chunk is not needed after the call returns.
+   */
+  write(chunk: Uint8Array): boolean;
+  /** Finishes a streamed response (no-op when the body was sized and fully written). */
+  end(): void;
+  /** Closes the connection without finishing the body (the client sees a truncated response). */
+  destroy(): void;
+}

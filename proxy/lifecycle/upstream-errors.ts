@@ -1,0 +1,37 @@
+/**
+ * Maps transport errors from the upstream client (undici error codes, socket errno) onto catalogue
+ * entries. Unknown errors become `upstreamProtocol`, never an uncaught exception.
+ */
+import { Errors, SluiceError } from './errors.js';
+
+/** Socket errors that mean the connection was never established, so the node saw nothing. */
+const CONNECT_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EADDRNOTAVAIL',
+]);
+
+/** Turns an error raised by an upstream attempt into a SluiceError with the right kind. */
+export function classifyUpstreamError(err: Error): SluiceError {
+  const code = (err as { code?: unknown }).code;
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return new SluiceError(Errors.connectTimeout, 'timed out connecting to the upstream node', err);
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return new SluiceError(Errors.ttfbTimeout, 'upstream node sent no response head in time', err);
+    case 'UND_ERR_BODY_TIMEOUT':
+      return new SluiceError(Errors.idleTimeout, 'upstream node stopped sending the response body', err);
+    case 'UND_ERR_SOCKET':
+    case 'ECONNRESET':
+    case 'EPIPE':
+      return new SluiceError(Errors.upstreamReset, 'upstream node closed the connection unexpectedly', err);
+    default:
+      if (typeof code === 'string' && CONNECT_ERRNOS.has(code)) {
+        return new SluiceError(Errors.connectFailed, `could not connect to the upstream node (${code})`, err);
+      }
+      return new SluiceError(Errors.upstreamProtocol, `upstream request failed: ${err.message}`, err);
+  }
+}

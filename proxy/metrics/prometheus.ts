@@ -1,0 +1,107 @@
+/**
+ * Renders the Prometheus text exposition (format 0.0.4) from the live stats. Runs on the admin
+ * listener only, never on the request path.
+ */
+import type { StatsRegistry } from './stats.js';
+import type { LatencyRecorder } from './latency-recorder.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
+
+const QUANTILES = [0.5, 0.9, 0.99, 0.999];
+
+/** What the exporter reads besides the stats registry. */
+export interface MetricsSource {
+  stats: StatsRegistry;
+  nodes: Iterable<UpstreamNode>;
+  configVersion: number;
+  draining: boolean;
+}
+
+function label(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+function summary(out: string[], name: string, help: string, series: [string, LatencyRecorder][]): void {
+  out.push(`# HELP ${name} ${help}`, `# TYPE ${name} summary`);
+  for (const [labels, rec] of series) {
+    if (rec.count > 0)
+      for (const q of QUANTILES)
+        out.push(`${name}{${labels},quantile="${q}"} ${rec.percentileSeconds(q * 100)}`);
+    out.push(`${name}_sum{${labels}} ${rec.sumSeconds}`, `${name}_count{${labels}} ${rec.count}`);
+  }
+}
+
+/** The full exposition text. */
+export function renderPrometheus(src: MetricsSource): string {
+  const { stats } = src;
+  const out: string[] = [];
+  out.push(
+    '# HELP sluice_requests_total Requests answered, by route and HTTP status.',
+    '# TYPE sluice_requests_total counter',
+  );
+  for (const r of stats.routes.values()) {
+    for (const [code, n] of r.byStatus)
+      out.push(`sluice_requests_total{route="${label(r.route)}",code="${code}"} ${n}`);
+  }
+  out.push(
+    '# HELP sluice_requests_aborted_total Requests the client abandoned before the response ended.',
+    '# TYPE sluice_requests_aborted_total counter',
+  );
+  for (const r of stats.routes.values())
+    out.push(`sluice_requests_aborted_total{route="${label(r.route)}"} ${r.aborted}`);
+  out.push(
+    '# HELP sluice_downstream_rejected_total Requests refused before reaching a node, by error code.',
+    '# TYPE sluice_downstream_rejected_total counter',
+  );
+  for (const [code, n] of stats.rejected) out.push(`sluice_downstream_rejected_total{code="${code}"} ${n}`);
+  out.push(
+    '# HELP sluice_requests_in_flight Requests being served now.',
+    '# TYPE sluice_requests_in_flight gauge',
+    `sluice_requests_in_flight ${stats.inFlight}`,
+  );
+  const routes = [...stats.routes.values()];
+  summary(
+    out,
+    'sluice_request_duration_seconds',
+    'Time from request arrival to the last response byte.',
+    routes.map((r) => [`route="${label(r.route)}"`, r.duration]),
+  );
+  summary(
+    out,
+    'sluice_upstream_ttfb_seconds',
+    'Time from dispatch to the upstream response head.',
+    routes.map((r) => [`route="${label(r.route)}"`, r.ttfb]),
+  );
+  out.push(
+    '# HELP sluice_upstream_attempts_total Attempts sent to each node.',
+    '# TYPE sluice_upstream_attempts_total counter',
+  );
+  const nodes = [...src.nodes];
+  for (const n of nodes) out.push(`sluice_upstream_attempts_total{node="${label(n.id)}"} ${n.attempts}`);
+  out.push(
+    '# HELP sluice_upstream_failures_total Attempts that failed at the transport level.',
+    '# TYPE sluice_upstream_failures_total counter',
+  );
+  for (const n of nodes) out.push(`sluice_upstream_failures_total{node="${label(n.id)}"} ${n.failures}`);
+  out.push(
+    '# HELP sluice_upstream_in_flight Attempts in flight per node.',
+    '# TYPE sluice_upstream_in_flight gauge',
+  );
+  for (const n of nodes) out.push(`sluice_upstream_in_flight{node="${label(n.id)}"} ${n.inFlight}`);
+  out.push(
+    '# HELP sluice_config_reloads_total Config reloads by result.',
+    '# TYPE sluice_config_reloads_total counter',
+  );
+  for (const result of ['applied', 'rejected'])
+    out.push(`sluice_config_reloads_total{result="${result}"} ${stats.reloads.get(result) ?? 0}`);
+  out.push(
+    '# HELP sluice_config_version Version of the active config (1 at start).',
+    '# TYPE sluice_config_version gauge',
+    `sluice_config_version ${src.configVersion}`,
+  );
+  out.push(
+    '# HELP sluice_draining 1 while the server drains for shutdown.',
+    '# TYPE sluice_draining gauge',
+    `sluice_draining ${src.draining ? 1 : 0}`,
+  );
+  return out.join('\n') + '\n';
+}

@@ -1,0 +1,58 @@
+/**
+ * Counters and latency recorders that live across config reloads: a route or pool that keeps its
+ * name keeps its series. Objects are looked up by name only when a plan is compiled; the request
+ * path holds direct references.
+ */
+import { LatencyRecorder } from './latency-recorder.js';
+
+/** Per-route request statistics. */
+export class RouteStats {
+  readonly route: string;
+  /** Responses by HTTP status sent to the client. */
+  readonly byStatus = new Map<number, number>();
+  /** Client request to last byte sent, ms. */
+  readonly duration = new LatencyRecorder();
+  /** Dispatch to upstream response head, ms. */
+  readonly ttfb = new LatencyRecorder();
+  /** Client aborts before the response finished. */
+  aborted = 0;
+
+  constructor(route: string) {
+    this.route = route;
+  }
+
+  /** Counts one finished request. */
+  count(status: number): void {
+    // HOT
+    this.byStatus.set(status, (this.byStatus.get(status) ?? 0) + 1);
+  }
+}
+
+/** Process-wide statistics owned by the running server. */
+export class StatsRegistry {
+  readonly routes = new Map<string, RouteStats>();
+  /** Requests refused before routing, by error code (framing, size, unknown route, draining). */
+  readonly rejected = new Map<string, number>();
+  /** Config reloads by result (`applied`, `rejected`). */
+  readonly reloads = new Map<string, number>();
+  /** Requests currently being served, across all plans. */
+  inFlight = 0;
+
+  /** Returns the stats for a route name, creating them on first use (compile time only). */
+  route(name: string): RouteStats {
+    let s = this.routes.get(name);
+    if (s === undefined) {
+      s = new RouteStats(name);
+      this.routes.set(name, s);
+    }
+    return s;
+  }
+
+  countRejected(code: string): void {
+    this.rejected.set(code, (this.rejected.get(code) ?? 0) + 1);
+  }
+
+  countReload(result: 'applied' | 'rejected'): void {
+    this.reloads.set(result, (this.reloads.get(result) ?? 0) + 1);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Compiled routes and the matcher. Conditions are turned into flat fields once per plan; matching
+ * walks the routes in file order and returns the first whose conditions all hold. The JSON body is
+ * parsed only when a candidate route has a `models` condition.
+ */
+import type { RouteConfig, TimeoutsConfig } from '../../config/types.js';
+import type { Pool } from '../pool/pool.js';
+import type { RouteStats } from '../metrics/stats.js';
+import type { Session } from '../lifecycle/session.js';
+
+/** Timeouts resolved for one route, ms (0 = disabled). */
+export interface ResolvedTimeouts {
+  connectMs: number;
+  ttfbMs: number;
+  idleMs: number;
+  totalMs: number;
+}
+
+export class Route {
+  readonly name: string;
+  readonly pool: Pool;
+  readonly timeouts: ResolvedTimeouts;
+  readonly stats: RouteStats;
+  /** Exact path, or null. */
+  private readonly path: string | null;
+  /** Path prefix, or null. */
+  private readonly pathPrefix: string | null;
+  /** Upper-case methods, or null for any. */
+  private readonly methods: readonly string[] | null;
+  /** Lower-case host without port, or null. */
+  private readonly host: string | null;
+  /** Flat `[name, value, ...]` conditions, or null. */
+  private readonly headers: readonly string[] | null;
+  /** Accepted JSON `model` values, or null. */
+  readonly models: ReadonlySet<string> | null;
+
+  constructor(config: RouteConfig, pool: Pool, poolTimeouts: TimeoutsConfig, stats: RouteStats) {
+    this.name = config.name;
+    this.pool = pool;
+    this.stats = stats;
+    const t = { ...poolTimeouts, ...config.timeouts };
+    this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };
+    const m = config.match;
+    this.path = m.path ?? null;
+    this.pathPrefix = m.path_prefix ?? null;
+    this.methods = m.methods && m.methods.length > 0 ? m.methods.map((x) => x.toUpperCase()) : null;
+    this.host = m.host ? m.host.toLowerCase() : null;
+    const h = m.headers ? Object.entries(m.headers).flatMap(([k, v]) => [k.toLowerCase(), v]) : [];
+    this.headers = h.length > 0 ? h : null;
+    this.models = m.models && m.models.length > 0 ? new Set(m.models) : null;
+  }
+
+  /** True when every condition except `models` holds. */
+  matchesHead(s: Session): boolean {
+    // HOT
+    if (this.path !== null && s.path !== this.path) return false;
+    if (this.pathPrefix !== null && !s.path.startsWith(this.pathPrefix)) return false;
+    if (this.methods !== null && !this.methods.includes(s.method)) return false;
+    if (this.host !== null && s.hostName !== this.host) return false;
+    const h = this.headers;
+    if (h !== null) {
+      for (let i = 0; i < h.length; i += 2) {
+        if (s.header(h[i]!) !== h[i + 1]) return false;
+      }
+    }
+    return true;
+  }
+}
+
+export class RouteTable {
+  readonly routes: readonly Route[];
+
+  constructor(routes: readonly Route[]) {
+    this.routes = routes;
+  }
+
+  /**
+   * The first route whose conditions all hold, or null. Parses the body as JSON (once, cached on the
+   * session) only when a route that otherwise matches names models.
+   */
+  match(s: Session): Route | null {
+    // HOT
+    const routes = this.routes;
+    for (let i = 0; i < routes.length; i++) {
+      const r = routes[i]!;
+      if (!r.matchesHead(s)) continue;
+      if (r.models === null) return r;
+      const model = s.model();
+      if (model !== null && r.models.has(model)) return r;
+    }
+    return null;
+  }
+}

@@ -1,0 +1,224 @@
+/**
+ * A running Sluice: loads the config, starts the embedded simulated nodes when the config asks for
+ * them, compiles the first plan, binds the listeners and the admin API, and owns reload and
+ * shutdown. Reload is all-or-nothing: a config that fails any check leaves the running plan as is.
+ */
+import { formatConfigError, loadConfigFile } from '../../config/loader.js';
+import type { SluiceConfig } from '../../config/types.js';
+import type { SimFleet } from '../../loadtest/sim/fleet.js';
+import { AdminServer } from '../admin/admin-server.js';
+import { renderPrometheus } from '../metrics/prometheus.js';
+import { StatsRegistry } from '../metrics/stats.js';
+import { compilePlan, type Plan } from '../plan/plan.js';
+import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
+import { NodeRegistry } from '../upstream/node-registry.js';
+import { ConfigWatcher } from './config-watcher.js';
+import { createLogger, type Logger } from './logger.js';
+
+export interface SluiceOptions {
+  /** Path of the YAML file; reloads re-read it. */
+  configPath: string;
+  /** Watch the file's directory and reload on change. Default true. */
+  watch?: boolean;
+  logger?: Logger;
+}
+
+/** The outcome of a reload, as the admin API returns it. */
+export interface ReloadResult {
+  /** `applied`, `unchanged` or `rejected`. */
+  result: 'applied' | 'unchanged' | 'rejected';
+  version: number;
+  /** Formatted `file:line:col path: message` lines when rejected. */
+  errors: string[];
+}
+
+/** Raised by `startSluice` when the config file is invalid. */
+export class ConfigInvalidError extends Error {
+  readonly errors: string[];
+  constructor(errors: string[]) {
+    super(`invalid config:\n${errors.join('\n')}`);
+    this.errors = errors;
+  }
+}
+
+/** Parts of the config that bind sockets or processes; a reload cannot change them. */
+function restartOnly(c: SluiceConfig): string {
+  return JSON.stringify([c.listeners, c.admin, c.simulator ?? null]);
+}
+
+export class Sluice {
+  readonly configPath: string;
+  readonly log: Logger;
+  readonly stats = new StatsRegistry();
+  readonly registry = new NodeRegistry();
+  listeners: BoundListener[] = [];
+  adminPort = 0;
+  sim: SimFleet | null = null;
+  private plan!: Plan;
+  private server: ProxyServer | null = null;
+  private admin: AdminServer | null = null;
+  private watcher: ConfigWatcher | null = null;
+  private reloading: Promise<ReloadResult> | null = null;
+  private reloadAgain = false;
+
+  constructor(configPath: string, log: Logger) {
+    this.configPath = configPath;
+    this.log = log;
+  }
+
+  /** The plan new requests run on. */
+  get current(): Plan {
+    return this.plan;
+  }
+
+  /** Starts everything described by `config`. Rejects (after cleaning up) if a socket cannot be bound. */
+  async start(config: SluiceConfig, digest: string, watchFile: boolean): Promise<void> {
+    try {
+      if (config.simulator !== undefined) {
+        const s = config.simulator;
+        // Loaded only when asked for: a production config never pulls the simulator in.
+        const { startSimFleet } = await import('../../loadtest/sim/fleet.js');
+        this.sim = await startSimFleet({
+          nodes: s.nodes,
+          address: s.address,
+          port: s.port,
+          profile: s.profile,
+        });
+        this.log.info(`simulator: ${s.nodes} nodes (${s.profile}) at ${this.sim.urls.join(' ')}`);
+      }
+      this.plan = compilePlan(1, config, digest, this.registry, this.stats);
+      this.server = new ProxyServer(this.stats, () => this.plan);
+      this.listeners = await this.server.listen(config.listeners);
+      this.admin = new AdminServer({
+        ready: () => this.server !== null && !this.server.draining,
+        metricsText: () =>
+          renderPrometheus({
+            stats: this.stats,
+            nodes: this.registry.all(),
+            configVersion: this.plan.version,
+            draining: this.server?.draining ?? false,
+          }),
+        configView: () => ({
+          version: this.plan.version,
+          digest: this.plan.digest,
+          applied_at: this.plan.appliedAt.toISOString(),
+          config: this.plan.config,
+        }),
+        nodesView: () => this.nodesView(),
+        reload: async () => {
+          const r = await this.reload();
+          return { ok: r.result !== 'rejected', status: r.result === 'rejected' ? 422 : 200, body: r };
+        },
+      });
+      this.adminPort = await this.admin.listen(config.admin.address, config.admin.port);
+      if (watchFile)
+        this.watcher = new ConfigWatcher(
+          this.configPath,
+          config.server.reload_debounce_ms,
+          () => void this.reload(),
+        );
+    } catch (e) {
+      await this.close();
+      throw e;
+    }
+  }
+
+  private nodesView(): unknown {
+    return [...this.plan.pools.values()].map((p) => ({
+      pool: p.name,
+      policy: p.policy.kind,
+      nodes: p.members.map((m) => ({
+        id: m.node.id,
+        weight: m.weight,
+        in_flight: m.node.inFlight,
+        attempts: m.node.attempts,
+        failures: m.node.failures,
+      })),
+    }));
+  }
+
+  /**
+   * Re-reads the config file and swaps in a new plan if it is valid and different. Requests in
+   * flight finish on the plan they started with. Concurrent calls share one reload; a call that
+   * arrives during a reload triggers one more afterwards (the file may have changed again).
+   */
+  reload(): Promise<ReloadResult> {
+    if (this.reloading !== null) {
+      this.reloadAgain = true;
+      return this.reloading;
+    }
+    this.reloading = this.doReload().finally(() => {
+      this.reloading = null;
+      if (this.reloadAgain) {
+        this.reloadAgain = false;
+        void this.reload();
+      }
+    });
+    return this.reloading;
+  }
+
+  private async doReload(): Promise<ReloadResult> {
+    const loaded = await loadConfigFile(this.configPath);
+    if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
+    if (loaded.digest === this.plan.digest)
+      return { result: 'unchanged', version: this.plan.version, errors: [] };
+    if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
+      return this.rejectReload([
+        `${this.configPath}: listeners, admin and simulator cannot change while running; restart Sluice to apply them`,
+      ]);
+    }
+    const old = this.plan;
+    let next: Plan;
+    try {
+      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.registry, this.stats);
+    } catch (e) {
+      return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
+    }
+    this.plan = next;
+    old.retire();
+    this.stats.countReload('applied');
+    this.log.info(`config reloaded: version ${next.version} (${loaded.digest.slice(0, 12)})`);
+    return { result: 'applied', version: next.version, errors: [] };
+  }
+
+  private rejectReload(errors: string[]): ReloadResult {
+    this.stats.countReload('rejected');
+    this.log.error(
+      `config reload rejected, still serving version ${this.plan.version}:\n  ${errors.join('\n  ')}`,
+    );
+    return { result: 'rejected', version: this.plan.version, errors };
+  }
+
+  /**
+   * Graceful stop: refuse new connections, let in-flight requests finish for up to `timeoutMs`,
+   * then close everything. Resolves true when nothing had to be cut.
+   */
+  async drain(timeoutMs: number): Promise<boolean> {
+    this.watcher?.close();
+    this.watcher = null;
+    const clean = this.server ? await this.server.drain(timeoutMs) : true;
+    await this.close();
+    return clean;
+  }
+
+  /** Closes every socket and timer right away. */
+  async close(): Promise<void> {
+    this.watcher?.close();
+    this.watcher = null;
+    this.server?.closeNow();
+    await this.admin?.close();
+    this.admin = null;
+    await this.registry.destroyAll();
+    await this.sim?.close();
+    this.sim = null;
+  }
+}
+
+/** Loads `options.configPath` and starts Sluice; rejects with ConfigInvalidError on a bad file. */
+export async function startSluice(options: SluiceOptions): Promise<Sluice> {
+  const loaded = await loadConfigFile(options.configPath);
+  if (!loaded.ok) throw new ConfigInvalidError(loaded.errors.map(formatConfigError));
+  const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'));
+  await sluice.start(loaded.config, loaded.digest, options.watch ?? true);
+  return sluice;
+}

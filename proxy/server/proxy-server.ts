@@ -1,0 +1,168 @@
+/**
+ * The downstream listeners: one uWS app per configured listener, the request handler that captures
+ * the head, refuses bad framing and oversize requests, and hands a Session to the core; and the
+ * graceful drain. The only module that creates uWS apps.
+ */
+import './uws-env.js';
+import {
+  App,
+  us_listen_socket_close,
+  us_socket_local_port,
+  type HttpRequest,
+  type HttpResponse,
+  type TemplatedApp,
+  type us_listen_socket,
+} from 'uWebSockets.js';
+import type { ListenerConfig } from '../../config/types.js';
+import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
+import { Session, type SessionHost } from '../lifecycle/session.js';
+import type { StatsRegistry } from '../metrics/stats.js';
+import type { Plan } from '../plan/plan.js';
+import { captureHead } from './request-head.js';
+import { nextRequestId } from './request-id.js';
+import { UwsDownstream } from './uws-downstream.js';
+
+/** A bound listener. */
+export interface BoundListener {
+  readonly name: string;
+  readonly address: string;
+  /** The port actually bound (differs from the config when it said 0). */
+  readonly port: number;
+}
+
+interface ListenerState {
+  config: ListenerConfig;
+  app: TemplatedApp;
+  socket: us_listen_socket | null;
+  port: number;
+}
+
+export class ProxyServer implements SessionHost {
+  readonly stats: StatsRegistry;
+  draining = false;
+  private readonly current: () => Plan;
+  private readonly listeners: ListenerState[] = [];
+  private drained: (() => void) | null = null;
+
+  /** `current` returns the plan new requests should run on. */
+  constructor(stats: StatsRegistry, current: () => Plan) {
+    this.stats = stats;
+    this.current = current;
+  }
+
+  /** Binds every listener; rejects with a clear message when a port cannot be bound. */
+  async listen(configs: readonly ListenerConfig[]): Promise<BoundListener[]> {
+    for (const config of configs) {
+      const app = App();
+      const state: ListenerState = { config, app, socket: null, port: 0 };
+      app.any('/*', (res, req) => this.onRequest(state, res, req));
+      await new Promise<void>((resolve, reject) => {
+        app.listen(config.address, config.port, (socket) => {
+          if (!socket) {
+            reject(
+              new Error(
+                `listener ${config.name}: cannot bind ${config.address}:${config.port} (address in use or not permitted)`,
+              ),
+            );
+            return;
+          }
+          state.socket = socket;
+          state.port = us_socket_local_port(socket);
+          resolve();
+        });
+      });
+      this.listeners.push(state);
+    }
+    return this.bound();
+  }
+
+  /** The listeners as bound. */
+  bound(): BoundListener[] {
+    return this.listeners.map((l) => ({ name: l.config.name, address: l.config.address, port: l.port }));
+  }
+
+  private onRequest(l: ListenerState, res: HttpResponse, req: HttpRequest): void {
+    // HOT
+    const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const head = captureHead(req, remote);
+    const ds = new UwsDownstream(res);
+    const cfg = l.config;
+    if (head.framingError !== null) {
+      this.refuse(ds, Errors.badFraming, `malformed request framing: ${head.framingError}`);
+      return;
+    }
+    if (head.headerBytes > cfg.max_header_bytes) {
+      this.refuse(ds, Errors.headersTooLarge, `request headers exceed ${cfg.max_header_bytes} bytes`);
+      return;
+    }
+    if (head.contentLength > cfg.max_body_bytes) {
+      this.refuse(
+        ds,
+        Errors.bodyTooLarge,
+        `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
+      );
+      return;
+    }
+    const id = head.requestId ?? nextRequestId();
+    head.headers.push('x-request-id', id);
+    const plan = this.current();
+    plan.acquire();
+    this.stats.inFlight++;
+    const s = new Session(this, plan, ds, id, head.method, head.path, head.url, head.hostName, head.headers);
+    ds.attach(s);
+    if (head.contentLength > 0 || head.chunked) ds.readBody(head.contentLength, cfg.max_body_bytes);
+    else s.run();
+  }
+
+  /** Refuses a request before it becomes a session; these kinds always close the connection. */
+  private refuse(ds: UwsDownstream, kind: ErrorKind, message: string): void {
+    this.stats.countRejected(kind.id);
+    ds.reply(
+      kind.status,
+      ['content-type', 'application/json'],
+      errorBody(kind, message),
+      kind.closeConnection,
+    );
+  }
+
+  sessionDone(_s: Session): void {
+    this.stats.inFlight--;
+    if (this.drained !== null && this.stats.inFlight === 0) this.drained();
+  }
+
+  /**
+   * Stops accepting connections, waits for in-flight requests up to `timeoutMs`, then closes every
+   * connection. Resolves true when everything finished in time.
+   */
+  async drain(timeoutMs: number): Promise<boolean> {
+    this.draining = true;
+    for (const l of this.listeners) {
+      if (l.socket !== null) us_listen_socket_close(l.socket);
+      l.socket = null;
+    }
+    let clean = true;
+    if (this.stats.inFlight > 0) {
+      clean = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), timeoutMs);
+        this.drained = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+      });
+    }
+    this.drained = null;
+    this.closeNow();
+    return clean;
+  }
+
+  /** Closes listening sockets and every open connection immediately. */
+  closeNow(): void {
+    this.draining = true;
+    for (const l of this.listeners) {
+      if (l.socket !== null) us_listen_socket_close(l.socket);
+      l.socket = null;
+      l.app.close();
+    }
+    this.listeners.length = 0;
+  }
+}

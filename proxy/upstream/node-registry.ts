@@ -1,0 +1,42 @@
+/**
+ * Shares UpstreamNode objects between config versions, so a reload that keeps a node keeps its warm
+ * keep-alive connections. A node is closed when the last plan that references it is retired.
+ */
+import { UpstreamNode, type NodeConnectionOptions } from './upstream-node.js';
+
+export class NodeRegistry {
+  private readonly nodes = new Map<string, UpstreamNode>();
+
+  /** Returns the node for `url` with these options, creating it if needed; adds one reference. */
+  acquire(url: string, options: NodeConnectionOptions): UpstreamNode {
+    const key = `${new URL(url).origin}|${options.connections}|${options.connectTimeoutMs}`;
+    let node = this.nodes.get(key);
+    if (node === undefined) {
+      node = new UpstreamNode(url, options);
+      this.nodes.set(key, node);
+    }
+    node.refs++;
+    return node;
+  }
+
+  /** Drops one reference; closes the node's connections when nothing references it. */
+  release(node: UpstreamNode): void {
+    if (--node.refs > 0) return;
+    for (const [key, n] of this.nodes) {
+      if (n === node) this.nodes.delete(key);
+    }
+    void node.close().catch(() => undefined);
+  }
+
+  /** Every live node (for metrics). */
+  all(): IterableIterator<UpstreamNode> {
+    return this.nodes.values();
+  }
+
+  /** Destroys all connections (final shutdown). */
+  async destroyAll(): Promise<void> {
+    const all = [...this.nodes.values()];
+    this.nodes.clear();
+    await Promise.allSettled(all.map((n) => n.destroy()));
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * One upstream endpoint (a GPU node): its undici Pool with keep-alive connections and the live
+ * counters the balancer and metrics read. The only place besides `node-registry.ts` that touches
+ * undici; it never decides where a request goes.
+ */
+import { Pool, type Dispatcher } from 'undici';
+
+/** Connection settings that identify a node's pool; nodes with equal settings share one Pool. */
+export interface NodeConnectionOptions {
+  /** Keep-alive connections to keep at most. */
+  connections: number;
+  /** TCP connect timeout, ms. */
+  connectTimeoutMs: number;
+}
+
+/** Per-attempt options the lifecycle passes to `dispatch`. */
+export interface AttemptOptions {
+  method: string;
+  /** Path with query string. */
+  path: string;
+  /** Flat `[name, value, ...]`, already cleaned of hop-by-hop headers. */
+  headers: string[];
+  body: Buffer | null;
+  /** Time to the response head, ms; 0 disables. */
+  ttfbMs: number;
+  /** Longest gap between body chunks, ms; 0 disables. */
+  idleMs: number;
+}
+
+export class UpstreamNode {
+  /** Stable id: the base URL (`http://10.0.0.7:8000`). */
+  readonly id: string;
+  readonly origin: string;
+  readonly options: NodeConnectionOptions;
+  /** Requests dispatched and not yet finished. */
+  inFlight = 0;
+  /** Attempts sent to this node since start. */
+  attempts = 0;
+  /** Attempts that failed at the transport level (connect, reset, timeout). */
+  failures = 0;
+  /** Plans that reference this node; the pool closes when it drops to zero. */
+  refs = 0;
+  private readonly pool: Pool;
+
+  constructor(url: string, options: NodeConnectionOptions) {
+    const u = new URL(url);
+    this.origin = u.origin;
+    this.id = u.origin;
+    this.options = options;
+    this.pool = new Pool(this.origin, {
+      connections: options.connections,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 600_000,
+      connect: { timeout: options.connectTimeoutMs, noDelay: true },
+    });
+  }
+
+  /**
+   * Sends one attempt. `handler` receives the response through undici's handler callbacks
+   * (`onRequestStart`, `onResponseStart`, `onResponseData`, `onResponseEnd`, `onResponseError`).
+   */
+  dispatch(opts: AttemptOptions, handler: Dispatcher.DispatchHandler): void {
+    // HOT
+    this.pool.dispatch(
+      {
+        method: opts.method,
+        path: opts.path,
+        headers: opts.headers,
+        body: opts.body,
+        headersTimeout: opts.ttfbMs,
+        bodyTimeout: opts.idleMs,
+        blocking: true,
+        idempotent: false,
+      },
+      handler,
+    );
+  }
+
+  /** Closes the pool after its in-flight requests finish. */
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+
+  /** Destroys every connection now (shutdown past the drain deadline). */
+  async destroy(): Promise<void> {
+    await this.pool.destroy();
+  }
+}
