@@ -1,0 +1,85 @@
+/**
+ * Test helpers: start a real Sluice in-process on loopback port 0 from a YAML text, with its config
+ * written to a temp directory so reload tests can edit it.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startSluice, type Sluice } from '../../proxy/runtime/sluice.js';
+import { createLogger, type Logger } from '../../proxy/runtime/logger.js';
+
+export interface TestSluice {
+  sluice: Sluice;
+  /** `http://127.0.0.1:PORT` of the first listener. */
+  url: string;
+  /** `http://127.0.0.1:PORT` of the admin API. */
+  adminUrl: string;
+  configPath: string;
+  /** Log lines written so far. */
+  logs: string[];
+  close(): Promise<void>;
+}
+
+/** A logger that keeps lines in memory (and prints them when SLUICE_TEST_LOG is set). */
+export function memoryLogger(lines: string[]): Logger {
+  const base = createLogger('debug', (l) => {
+    lines.push(l);
+    if (process.env['SLUICE_TEST_LOG']) process.stderr.write(l);
+  });
+  return base;
+}
+
+/** Starts Sluice with `yaml` as its config file. */
+export async function startTestSluice(yaml: string, opts: { watch?: boolean } = {}): Promise<TestSluice> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-test-'));
+  const configPath = join(dir, 'sluice.yaml');
+  await writeFile(configPath, yaml);
+  const logs: string[] = [];
+  const sluice = await startSluice({ configPath, watch: opts.watch ?? false, logger: memoryLogger(logs) });
+  const port = sluice.listeners[0]!.port;
+  return {
+    sluice,
+    url: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${sluice.adminPort}`,
+    configPath,
+    logs,
+    async close() {
+      await sluice.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A config with one listener and one admin listener on free ports, and one pool of `nodes`. */
+export function basicConfig(nodes: readonly string[], extra = ''): string {
+  return `listeners:
+  - name: public
+    address: 127.0.0.1
+    port: 0
+admin:
+  address: 127.0.0.1
+  port: 0
+pools:
+  - name: gpu
+    nodes:
+${nodes.map((u) => `      - url: ${u}`).join('\n')}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+${extra}`;
+}
+
+/** Polls `check` until it returns true or `timeoutMs` passes; rejects on timeout. */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 5000,
+  what = 'condition',
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

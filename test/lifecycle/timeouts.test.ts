@@ -1,0 +1,350 @@
+/**
+ * Integration tests of the upstream timeouts: time to first byte, idle gap between body chunks,
+ * total exchange time and TCP connect, each against simulated nodes (or a listener whose accept
+ * queue is full, for connect). Each test checks the reply shape and that it came well before the
+ * node would have answered.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+
+interface OpenAiError {
+  error: { message: string; type: string; param: unknown; code: string };
+}
+
+const json = { 'content-type': 'application/json' };
+
+function chatBody(extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    model: 'sim-chat',
+    messages: [{ role: 'user', content: 'hello' }],
+    max_tokens: 2,
+    ...extra,
+  });
+}
+
+/** Reads an SSE body to its end; returns the `data:` payloads and whether the body ended in error. */
+async function readEvents(res: Response): Promise<{ events: string[]; failed: boolean }> {
+  const events: string[] = [];
+  let text = '';
+  let failed = false;
+  const decoder = new TextDecoder();
+  try {
+    for await (const chunk of res.body as AsyncIterable<Uint8Array>)
+      text += decoder.decode(chunk, { stream: true });
+  } catch {
+    failed = true;
+  }
+  for (const block of text.split('\n\n')) {
+    const data = block
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trim())
+      .join('\n');
+    if (data !== '') events.push(data);
+  }
+  return { events, failed };
+}
+
+function config(nodeUrl: string, timeouts: string, routeTimeouts = ''): string {
+  return `listeners:
+  - name: public
+    address: 127.0.0.1
+    port: 0
+admin:
+  address: 127.0.0.1
+  port: 0
+pools:
+  - name: gpu
+    nodes:
+      - url: ${nodeUrl}
+    timeouts: ${timeouts}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+${routeTimeouts === '' ? '' : `    timeouts: ${routeTimeouts}\n`}`;
+}
+
+describe('upstream timeouts', () => {
+  let fleet: SimFleet;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+  });
+
+  after(async () => {
+    await fleet?.close();
+  });
+
+  describe('time to first byte', () => {
+    let t: TestSluice;
+    before(async () => {
+      t = await startTestSluice(config(fleet.urls[0]!, '{ ttfb_ms: 300, idle_ms: 300, total_ms: 0 }'));
+    });
+    after(async () => {
+      await t?.close();
+    });
+
+    it('answers 504 upstream_timeout soon after ttfb_ms when the node sends no head', async () => {
+      const start = performance.now();
+      const res = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...json, 'x-sim-stall-ms': '3000' },
+        body: chatBody(),
+      });
+      const elapsed = performance.now() - start;
+      assert.equal(res.status, 504);
+      const body = (await res.json()) as OpenAiError;
+      assert.equal(body.error.code, 'upstream_timeout');
+      assert.equal(body.error.type, 'server_error');
+      assert.ok(res.headers.get('x-request-id'));
+      assert.ok(elapsed >= 250, `answered after ${elapsed.toFixed(0)} ms, before the ttfb timeout`);
+      assert.ok(elapsed < 1500, `answered after ${elapsed.toFixed(0)} ms; the stall lasts 3000 ms`);
+      await waitFor(() => t.sluice.stats.inFlight === 0, 2000, 'inFlight back to 0');
+    });
+
+    it('does not time out a node that sends its head within ttfb_ms', async () => {
+      const res = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...json, 'x-sim-stall-ms': '50' },
+        body: chatBody(),
+      });
+      assert.equal(res.status, 200);
+      await res.arrayBuffer();
+    });
+
+    it('ends a stream whose node goes quiet for longer than idle_ms with an SSE error event, then closes', async () => {
+      const start = performance.now();
+      const res = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...json, 'x-sim-chunk-delay-ms': '3000' },
+        body: chatBody({ stream: true, max_tokens: 3 }),
+      });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+      const { events } = await readEvents(res);
+      const elapsed = performance.now() - start;
+      assert.ok(
+        elapsed < 2000,
+        `stream ended after ${elapsed.toFixed(0)} ms; the node's first token comes at 3000 ms`,
+      );
+      assert.ok(events.length >= 1, 'no event before the close');
+      assert.ok(!events.includes('[DONE]'));
+      const last = JSON.parse(events.at(-1)!) as OpenAiError;
+      assert.equal(last.error.code, 'upstream_idle_timeout');
+      assert.equal(last.error.type, 'server_error');
+      await waitFor(() => t.sluice.stats.inFlight === 0, 2000, 'inFlight back to 0');
+    });
+
+    it('lets a stream run past idle_ms in total as long as no single gap exceeds it', async () => {
+      const res = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...json, 'x-sim-chunk-delay-ms': '100' },
+        body: chatBody({ stream: true, max_tokens: 6 }),
+      });
+      const { events, failed } = await readEvents(res);
+      assert.equal(failed, false);
+      assert.equal(events.at(-1), '[DONE]');
+      assert.ok(!events.some((e) => e.includes('"error"')));
+    });
+  });
+
+  describe('total time', () => {
+    let t: TestSluice;
+    before(async () => {
+      t = await startTestSluice(config(fleet.urls[0]!, '{ ttfb_ms: 10000, idle_ms: 10000, total_ms: 500 }'));
+    });
+    after(async () => {
+      await t?.close();
+    });
+
+    it('answers 504 upstream_timeout after total_ms when no head came yet', async () => {
+      const start = performance.now();
+      const res = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...json, 'x-sim-stall-ms': '3000' },
+        body: chatBody(),
+      });
+      const elapsed = performance.now() - start;
+      assert.equal(res.status, 504);
+      const body = (await res.json()) as OpenAiError;
+      assert.equal(body.error.code, 'upstream_timeout');
+      assert.match(body.error.message, /500 ms/);
+      assert.ok(elapsed >= 450 && elapsed < 2000, `answered after ${elapsed.toFixed(0)} ms`);
+      await waitFor(() => t.sluice.stats.inFlight === 0, 2000, 'inFlight back to 0');
+    });
+
+    it('cuts a stream that outlives total_ms with an SSE error event', async () => {
+      const start = performance.now();
+      const res = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...json, 'x-sim-chunk-delay-ms': '100' },
+        body: chatBody({ stream: true, max_tokens: 40 }),
+      });
+      assert.equal(res.status, 200);
+      const { events } = await readEvents(res);
+      const elapsed = performance.now() - start;
+      assert.ok(elapsed < 2500, `stream ran ${elapsed.toFixed(0)} ms; 40 tokens take 4000 ms`);
+      assert.ok(events.length >= 2, `only ${events.length} events`);
+      assert.ok(!events.includes('[DONE]'));
+      const last = JSON.parse(events.at(-1)!) as OpenAiError;
+      assert.equal(last.error.code, 'upstream_timeout');
+      await waitFor(() => t.sluice.stats.inFlight === 0, 2000, 'inFlight back to 0');
+    });
+  });
+
+  describe('per-route override', () => {
+    let t: TestSluice;
+    before(async () => {
+      t = await startTestSluice(config(fleet.urls[0]!, '{ ttfb_ms: 10000 }', '{ ttfb_ms: 300 }'));
+    });
+    after(async () => {
+      await t?.close();
+    });
+
+    it("applies the route's ttfb_ms over the pool's", async () => {
+      const start = performance.now();
+      const res = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...json, 'x-sim-stall-ms': '3000' },
+        body: chatBody(),
+      });
+      const elapsed = performance.now() - start;
+      assert.equal(res.status, 504);
+      await res.arrayBuffer();
+      assert.ok(elapsed < 1500, `answered after ${elapsed.toFixed(0)} ms`);
+    });
+  });
+});
+
+/**
+ * A loopback listener that never accepts: it lives in a worker thread blocked in Atomics.wait, so
+ * once its small accept queue is full the kernel drops new SYNs and connects hang until they time out.
+ */
+class BlackholeListener {
+  port = 0;
+  private readonly worker: Worker;
+  /** Set to 1 (and notified) to release the blocked worker. */
+  private readonly flag: Int32Array;
+  private readonly fillers: Socket[] = [];
+
+  private constructor(worker: Worker, flag: Int32Array) {
+    this.worker = worker;
+    this.flag = flag;
+  }
+
+  static async start(): Promise<BlackholeListener> {
+    const flag = new Int32Array(new SharedArrayBuffer(4));
+    const worker = new Worker(
+      `const { parentPort, workerData } = require('node:worker_threads');
+       const server = require('node:net').createServer();
+       server.listen({ host: '127.0.0.1', port: 0, backlog: 1 }, () => {
+         parentPort.postMessage(server.address().port);
+         Atomics.wait(workerData, 0, 0);
+         server.close();
+       });`,
+      { eval: true, workerData: flag },
+    );
+    const b = new BlackholeListener(worker, flag);
+    b.port = await new Promise<number>((resolve, reject) => {
+      worker.once('message', (port: number) => resolve(port));
+      worker.once('error', reject);
+    });
+    await b.fill();
+    return b;
+  }
+
+  /** Opens connections until one does not complete within 300 ms: the accept queue is then full. */
+  private async fill(): Promise<void> {
+    for (let i = 0; i < 16; i++) {
+      const s = connect({ host: '127.0.0.1', port: this.port });
+      s.on('error', () => undefined);
+      this.fillers.push(s);
+      const connected = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 300);
+        s.once('connect', () => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+      if (!connected) return;
+    }
+    throw new Error('the accept queue never filled up');
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.fillers) s.destroy();
+    Atomics.store(this.flag, 0, 1);
+    Atomics.notify(this.flag, 0);
+    await this.worker.terminate();
+  }
+}
+
+describe('connect timeout', () => {
+  let fleet: SimFleet;
+  let hole: BlackholeListener;
+  let t: TestSluice;
+  let blackhole: string;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    hole = await BlackholeListener.start();
+    blackhole = `http://127.0.0.1:${hole.port}`;
+    t = await startTestSluice(`listeners:
+  - name: public
+    address: 127.0.0.1
+    port: 0
+admin:
+  address: 127.0.0.1
+  port: 0
+pools:
+  - name: hole
+    nodes:
+      - url: ${blackhole}
+    timeouts: { connect_ms: 300 }
+  - name: mixed
+    nodes:
+      - url: ${blackhole}
+      - url: ${fleet.urls[0]}
+    timeouts: { connect_ms: 300 }
+routes:
+  - name: hole
+    match: { headers: { x-pool: hole } }
+    pool: hole
+  - name: mixed
+    match: {}
+    pool: mixed
+`);
+  });
+
+  after(async () => {
+    await t?.close();
+    await hole?.close();
+    await fleet?.close();
+  });
+
+  it('answers 504 upstream_connect_timeout soon after connect_ms when the node never accepts', async () => {
+    const start = performance.now();
+    const res = await fetch(`${t.url}/v1/models`, { headers: { 'x-pool': 'hole' } });
+    const elapsed = performance.now() - start;
+    assert.equal(res.status, 504);
+    const body = (await res.json()) as OpenAiError;
+    assert.equal(body.error.code, 'upstream_connect_timeout');
+    assert.ok(elapsed >= 250 && elapsed < 1500, `answered after ${elapsed.toFixed(0)} ms`);
+  });
+
+  it('retries on another node when the first one times out connecting', async () => {
+    const before = fleet.nodes[0]!.stats().served;
+    const body = JSON.stringify({ model: 'sim-chat', prompt: 'hi', max_tokens: 1 });
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${t.url}/v1/completions`, { method: 'POST', headers: json, body });
+      assert.equal(res.status, 200, await res.text());
+    }
+    assert.equal(fleet.nodes[0]!.stats().served - before, 2);
+  });
+});
