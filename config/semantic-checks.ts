@@ -58,19 +58,83 @@ function checkUniqueNames(data: Json, section: string, noun: string, issues: Con
   }
 }
 
+function checkPoolRef(
+  name: string | undefined,
+  pools: string[],
+  path: ConfigPath,
+  issues: ConfigIssue[],
+): void {
+  if (name === undefined || pools.includes(name)) return;
+  const closest = suggestClosest(name, pools);
+  const suggestion = closest === undefined ? '' : ` (did you mean ${JSON.stringify(closest)}?)`;
+  issues.push({
+    path,
+    anchor: 'value',
+    message: `unknown pool ${JSON.stringify(name)}${suggestion}; defined pools: ${pools.join(', ')}`,
+  });
+}
+
+/** An affinity source names what it needs: header → name, body_field → field. */
+function checkAffinity(data: Json, issues: ConfigIssue[]): void {
+  for (const [index, pool] of entries(data['pools'])) {
+    const balance = pool['balance'];
+    if (!isRecord(balance) || !isRecord(balance['affinity'])) continue;
+    const affinity = balance['affinity'];
+    const need =
+      affinity['source'] === 'header' ? 'name' : affinity['source'] === 'body_field' ? 'field' : null;
+    if (need !== null && affinity[need] === undefined) {
+      issues.push({
+        path: ['pools', index, 'balance', 'affinity'],
+        anchor: 'value',
+        message: `affinity source ${String(affinity['source'])} needs ${need}`,
+      });
+    }
+  }
+}
+
+/** Every pool a route names (pool, split, fallback, mirror) exists; a route has pool or split. */
 function checkRoutePools(data: Json, issues: ConfigIssue[]): void {
   const pools = [...new Set(entries(data['pools']).flatMap(([, pool]) => text(pool, 'name') ?? []))];
-  if (pools.length === 0) return;
   for (const [index, route] of entries(data['routes'])) {
-    const pool = text(route, 'pool');
-    if (pool === undefined || pools.includes(pool)) continue;
-    const closest = suggestClosest(pool, pools);
-    const suggestion = closest === undefined ? '' : ` (did you mean ${JSON.stringify(closest)}?)`;
-    issues.push({
-      path: ['routes', index, 'pool'],
-      anchor: 'value',
-      message: `unknown pool ${JSON.stringify(pool)}${suggestion}; defined pools: ${pools.join(', ')}`,
-    });
+    const hasPool = route['pool'] !== undefined;
+    const hasSplit = route['split'] !== undefined;
+    if (hasPool === hasSplit) {
+      issues.push({
+        path: ['routes', index],
+        anchor: 'value',
+        message: hasPool
+          ? 'give either pool or split, not both'
+          : 'missing pool: name the pool that serves the route (or a split across pools)',
+      });
+    }
+    if (pools.length === 0) continue;
+    checkPoolRef(text(route, 'pool'), pools, ['routes', index, 'pool'], issues);
+    for (const [i, entry] of entries(route['split'])) {
+      checkPoolRef(text(entry, 'pool'), pools, ['routes', index, 'split', i, 'pool'], issues);
+    }
+    const fallback = route['fallback'];
+    if (Array.isArray(fallback)) {
+      fallback.forEach((name: unknown, i) => {
+        if (typeof name === 'string') checkPoolRef(name, pools, ['routes', index, 'fallback', i], issues);
+      });
+    }
+    const mirror = route['mirror'];
+    if (isRecord(mirror))
+      checkPoolRef(text(mirror, 'pool'), pools, ['routes', index, 'mirror', 'pool'], issues);
+    if (route['pin_header'] !== undefined && !hasSplit) {
+      issues.push({
+        path: ['routes', index, 'pin_header'],
+        anchor: 'key',
+        message: 'pin_header needs a split',
+      });
+    }
+    if (route['sticky_header'] !== undefined && !hasSplit) {
+      issues.push({
+        path: ['routes', index, 'sticky_header'],
+        anchor: 'key',
+        message: 'sticky_header needs a split',
+      });
+    }
   }
 }
 
@@ -232,6 +296,7 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkUniqueNames(data, 'pools', 'pool', issues);
   checkUniqueNames(data, 'routes', 'route', issues);
   checkRoutePools(data, issues);
+  checkAffinity(data, issues);
   const used = checkListenerPorts(data, view, issues);
   checkNodes(data, issues);
   checkRouteMatches(data, issues);

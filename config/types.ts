@@ -45,9 +45,79 @@ export interface NodeConfig {
   weight: number;
 }
 
+/** Where a pool's affinity key comes from (consistent-hash). */
+export type AffinityConfig =
+  | { source: 'header'; name: string }
+  | { source: 'body_field'; field: string }
+  | { source: 'tenant' }
+  | { source: 'prefix'; chars: number };
+
 export interface BalanceConfig {
-  /** Policy kind, kebab-case. This version ships `round-robin` (weighted). */
-  kind: 'round-robin';
+  /** Policy kind, kebab-case. Default `round-robin`. */
+  kind: 'round-robin' | 'least-request' | 'least-response-time' | 'consistent-hash';
+  /** consistent-hash: a node above (1 + epsilon) × mean load is skipped. Default 0.25. */
+  epsilon?: number;
+  /** consistent-hash: ring points per unit of weight. Default 100. */
+  points_per_weight?: number;
+  /** least-response-time: half-life of the TTFB average, ms. Default 10000. */
+  decay_ms?: number;
+  /** consistent-hash: where the key comes from. Without it, no affinity. */
+  affinity?: AffinityConfig;
+}
+
+/** Active health checks of a pool's nodes. */
+export interface ActiveCheckConfig {
+  path: string;
+  interval_ms: number;
+  timeout_ms: number;
+  healthy_threshold: number;
+  unhealthy_threshold: number;
+}
+
+/** Passive outlier ejection from real traffic. */
+export interface OutlierConfig {
+  consecutive_failures: number;
+  base_ejection_ms: number;
+  max_ejection_ms: number;
+  max_ejection_percent: number;
+}
+
+/** Scraping the nodes' own Prometheus metrics (vLLM names) as a load and saturation signal. */
+export interface ScrapeConfig {
+  interval_ms: number;
+  /** Saturated when `vllm:num_requests_waiting` reaches this; 0 = not used. */
+  max_waiting: number;
+  /** Saturated when `vllm:gpu_cache_usage_perc` reaches this (0..1); 0 = not used. */
+  max_kv_usage: number;
+}
+
+export interface HealthConfig {
+  /** Absent: no active checks. */
+  active?: ActiveCheckConfig;
+  outlier: OutlierConfig;
+  /** Ramp of a returning node's weight, ms; 0 disables. Default 30000. */
+  slow_start_ms: number;
+  /** Absent: no scraping. */
+  scrape?: ScrapeConfig;
+}
+
+/** Envoy/Finagle-style retry budget: retries may add at most `percent` % of the pool's requests. */
+export interface RetryBudgetConfig {
+  percent: number;
+  /** Retries always allowed per second regardless of traffic. */
+  min_per_second: number;
+}
+
+/** Hedged requests: a second attempt elsewhere when the first has no response head in time. */
+export interface HedgeConfig {
+  /** The delay is this percentile of the pool's recent TTFB. Default 95. */
+  percentile: number;
+  /** Floor of the delay, ms. Default 50. */
+  min_delay_ms: number;
+  /** Hedges may add at most this % of the pool's requests. Default 5. */
+  budget_percent: number;
+  /** TTFB samples needed before hedging starts. Default 20. */
+  min_samples: number;
 }
 
 export interface PoolConfig {
@@ -56,7 +126,13 @@ export interface PoolConfig {
   balance: BalanceConfig;
   /** Keep-alive connections per node. Default 128. */
   connections_per_node: number;
+  /** Circuit breaker: most concurrent attempts per node; 0 = no limit. Default 0. */
+  max_in_flight_per_node: number;
   timeouts: TimeoutsConfig;
+  health: HealthConfig;
+  retry_budget: RetryBudgetConfig;
+  /** Absent: no hedging. */
+  hedge?: HedgeConfig;
 }
 
 /** Conditions a request must meet; all given conditions must hold. */
@@ -75,11 +151,50 @@ export interface RouteMatchConfig {
   models?: string[];
 }
 
+/** Failures a route may retry on (always before any response byte went to the client). */
+export type RetryOn = 'connect-failure' | 'reset' | 'timeout' | '5xx' | '429';
+
+export interface RetryConfig {
+  /** Extra attempts after the first. Default 1. */
+  max: number;
+  /** Full-jitter exponential backoff: delay drawn from [0, min(max, base × 2^(n-1))], ms. */
+  base_backoff_ms: number;
+  max_backoff_ms: number;
+  /** Default: connect-failure, reset, 5xx. */
+  on: RetryOn[];
+  /** An upstream Retry-After is honoured up to this, ms. Default 2000. */
+  max_retry_after_ms: number;
+}
+
+export interface SplitEntry {
+  pool: string;
+  weight: number;
+}
+
+export interface MirrorConfig {
+  /** Pool that receives the copies; its answers are measured and discarded. */
+  pool: string;
+  /** Share of the route's requests copied, 0–100. */
+  percent: number;
+}
+
 export interface RouteConfig {
   name: string;
   match: RouteMatchConfig;
-  /** Name of the pool that serves the route. */
-  pool: string;
+  /** Name of the pool that serves the route (or `split`). */
+  pool?: string;
+  /** Weighted split across pools (canary: 95/5), instead of `pool`. */
+  split?: SplitEntry[];
+  /** A request whose header of this name names one of the split's pools goes to that pool. */
+  pin_header?: string;
+  /** Version affinity: requests with the same value of this header stay on the pool they started on. */
+  sticky_header?: string;
+  /** Pools tried in order when the chosen pool has no eligible node. */
+  fallback: string[];
+  mirror?: MirrorConfig;
+  retries: RetryConfig;
+  /** Add `x-sluice-route` (policy, pool, node, attempt, affinity) to responses. Default false. */
+  route_header: boolean;
   /**
    * Per-route override of the pool's timeouts (fields merged over the pool's). `connect_ms` is a
    * pool setting only: connections belong to the pool's nodes.

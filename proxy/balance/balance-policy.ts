@@ -1,7 +1,8 @@
 /**
  * The interface every balancing policy implements. A policy is built from an immutable member list
- * when a plan is compiled and only chooses among those members; health, discovery and retries live
- * elsewhere.
+ * when a plan is compiled and only chooses among those members; health (node.available, slow
+ * start), circuit breaking (node.maxInFlight) and retries are decided elsewhere and read here
+ * through the node's fields.
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
@@ -12,15 +13,56 @@ export interface PoolMember {
   readonly weight: number;
 }
 
+/** How a pick related to the request's affinity key (reported in `x-sluice-route`). */
+export const AffinityOutcome = {
+  /** The policy does not use affinity, or the request had no key. */
+  none: 'none',
+  /** The key's home node served it. */
+  hit: 'hit',
+  /** The home node was over its load bound or unavailable; a later node on the ring took it. */
+  spill: 'spill',
+} as const;
+export type AffinityOutcome = (typeof AffinityOutcome)[keyof typeof AffinityOutcome];
+
+/** What a policy may know about the request it places. The Session implements it. */
+export interface PickRequest {
+  /** Affinity key (already extracted per the route's config), or null when there is none. */
+  readonly affinityKey: string | null;
+  /** Estimated work in tokens (prompt estimate + max_tokens); at least 1. */
+  readonly cost: number;
+  /** Written by affinity-aware policies on each pick. */
+  affinityOutcome: AffinityOutcome;
+}
+
+/**
+ * True when `node` may take a new attempt: healthy (not ejected, passing checks), not reporting
+ * saturation, and below its circuit-breaker limit. Policies call this; a member with weight 0 is never eligible either.
+ */
+export function eligible(node: UpstreamNode): boolean {
+  // HOT
+  return node.available && !node.saturated && node.inFlight < node.maxInFlight;
+}
+
 export interface BalancePolicy {
-  /** The policy kind as written in YAML (`round-robin`). */
+  /** The policy kind as written in YAML (`round-robin`, `least-request`, ...). */
   readonly kind: string;
   /**
-   * Chooses the node for the next attempt, never `exclude` (the node that just failed) unless it is
-   * the only choice left. Returns null when the pool has no eligible member.
+   * Chooses the node for the next attempt among eligible members not in `tried` (the nodes earlier
+   * attempts of this request used). Returns null when no such member exists (the caller then
+   * answers 503 or tries a fallback pool). Must not allocate on the common path.
    */
-  pick(exclude: UpstreamNode | null): UpstreamNode | null;
+  pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null;
+}
+
+/** Policy-specific options from the pool's `balance` config (all optional, defaults per policy). */
+export interface BalanceOptions {
+  /** consistent-hash: bounded-load factor; a node above (1 + epsilon) × mean load is skipped. */
+  epsilon?: number;
+  /** consistent-hash: ring points per unit of weight. */
+  pointsPerWeight?: number;
+  /** least-response-time: EWMA decay half-life of the TTFB average, ms. */
+  decayMs?: number;
 }
 
 /** Builds a policy over a fixed member list. */
-export type BalancePolicyFactory = (members: readonly PoolMember[]) => BalancePolicy;
+export type BalancePolicyFactory = (members: readonly PoolMember[], options: BalanceOptions) => BalancePolicy;

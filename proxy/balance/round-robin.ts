@@ -1,54 +1,63 @@
 /**
  * Smooth weighted round-robin: over any window of `sum(weights)` picks, each member is chosen
  * exactly `weight` times, interleaved rather than in bursts (node A, weight 2, and B, weight 1,
- * give A B A, not A A B).
+ * give A B A, not A A B). Ignores load; skips ineligible and already-tried nodes.
  */
-import type { BalancePolicy, PoolMember } from './balance-policy.js';
+import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
+import { MemberTable, candidateWeight } from './member-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
+/** Smooth weighted round-robin over a fixed member list (nginx's algorithm). */
 export class RoundRobinPolicy implements BalancePolicy {
   readonly kind = 'round-robin';
-  private readonly nodes: UpstreamNode[];
-  private readonly weights: Float64Array;
-  /** Running score per member: grows by its weight each pick, drops by the total when chosen. */
+  private readonly table: MemberTable;
+  /**
+   * Running score per member: grows by its effective weight on each pick it takes part in, drops
+   * by the sum of the participants' effective weights when chosen, so the scores always sum to 0.
+   */
   private readonly current: Float64Array;
-  private readonly total: number;
 
   constructor(members: readonly PoolMember[]) {
-    const eligible = members.filter((m) => m.weight > 0);
-    this.nodes = eligible.map((m) => m.node);
-    this.weights = Float64Array.from(eligible, (m) => m.weight);
-    this.current = new Float64Array(eligible.length);
-    this.total = eligible.reduce((s, m) => s + m.weight, 0);
+    this.table = new MemberTable(members);
+    this.current = new Float64Array(this.table.length);
   }
 
-  pick(exclude: UpstreamNode | null): UpstreamNode | null {
+  /**
+   * The member with the highest running score among eligible, untried members, each weighted by
+   * `weight × weightFactor`; null when there is none. Members left out of a pick (ineligible,
+   * tried, factor 0) keep their score, so the long-run shares of the others stay exact.
+   */
+  pick(_req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
     // HOT
-    const n = this.nodes.length;
-    if (n === 0) return null;
-    if (n === 1) return this.nodes[0]!;
+    const { nodes, weights, length } = this.table;
+    const current = this.current;
     let best = -1;
     let bestScore = -Infinity;
-    let total = this.total;
-    for (let i = 0; i < n; i++) {
-      if (this.nodes[i] === exclude) {
-        // The excluded member takes no part in this pick, so the scores still sum to zero.
-        total -= this.weights[i]!;
-        continue;
-      }
-      this.current[i]! += this.weights[i]!;
-      if (this.current[i]! > bestScore) {
-        bestScore = this.current[i]!;
+    let total = 0;
+    for (let i = 0; i < length; i++) {
+      const w = candidateWeight(nodes[i]!, weights[i]!, tried);
+      if (w === 0) continue;
+      const score = current[i]! + w;
+      current[i] = score;
+      total += w;
+      if (score > bestScore) {
+        bestScore = score;
         best = i;
       }
     }
     if (best < 0) return null;
-    this.current[best]! -= total;
-    return this.nodes[best]!;
+    current[best]! -= total;
+    return nodes[best]!;
   }
 }
 
-/** Factory for the `round-robin` kind. */
-export function createRoundRobin(members: readonly PoolMember[]): BalancePolicy {
+/**
+ * Factory for the `round-robin` kind. Takes no options.
+ *
+ * @example
+ * const policy = createRoundRobin([{ node: a, weight: 2 }, { node: b, weight: 1 }], {});
+ * policy.pick(req, []); // a, then b, then a
+ */
+export function createRoundRobin(members: readonly PoolMember[], _options: BalanceOptions): BalancePolicy {
   return new RoundRobinPolicy(members);
 }

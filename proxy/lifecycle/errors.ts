@@ -100,6 +100,7 @@ export const Errors = {
   idleTimeout: kind('SLUICE_UPSTREAM_IDLE_TIMEOUT', 'upstream', 504, 'server_error', 'upstream_idle_timeout'),
   totalTimeout: kind('SLUICE_UPSTREAM_TOTAL_TIMEOUT', 'upstream', 504, 'server_error', 'upstream_timeout'),
   upstreamReset: kind('SLUICE_UPSTREAM_RESET', 'upstream', 502, 'server_error', 'upstream_connection_reset'),
+  upstreamStatus: kind('SLUICE_UPSTREAM_STATUS', 'upstream', 502, 'server_error', 'upstream_error'),
   upstreamProtocol: kind(
     'SLUICE_UPSTREAM_PROTOCOL',
     'upstream',

@@ -1,17 +1,26 @@
 /**
  * The per-request session: the captured request, the plan it runs on, and the forwarding state
- * machine (route, pick, dispatch, stream back, finish). It is also the undici dispatch handler, so
- * a request costs one object of fixed shape. It never touches uWS objects (see Downstream).
+ * machine — route, choose a pool, pick a node, dispatch attempts (retries, a hedge), stream the
+ * winner back, finish exactly once. Attempts (attempt.ts) report here; the session never touches
+ * uWS objects (see Downstream) nor undici (see UpstreamNode).
  */
-import type { Plan } from '../plan/plan.js';
-import type { Route } from '../route/route-table.js';
-import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { eligible, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
+import type { AffinitySource } from '../balance/affinity-key.js';
+import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
-import type { Downstream } from './downstream.js';
+import type { Plan } from '../plan/plan.js';
+import type { Pool } from '../pool/pool.js';
+import { RetryOn, type Route } from '../route/route-table.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { Attempt, type Controller, type UpstreamHeaders } from './attempt.js';
 import { nowMs } from './clock.js';
-import { classifyUpstreamError } from './upstream-errors.js';
+import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
 import { responseHeaders } from './headers.js';
+import { MirrorRequest } from './mirror.js';
+import { estimateCost, parseJsonBody } from './request-body.js';
+import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
+import { classifyUpstreamError } from './upstream-errors.js';
 
 /** What a session needs from the server that owns it. */
 export interface SessionHost {
@@ -22,27 +31,16 @@ export interface SessionHost {
   sessionDone(s: Session): void;
 }
 
-/** The subset of undici's DispatchController the session uses. */
-interface Controller {
-  abort(reason: Error): void;
-  pause(): void;
-  resume(): void;
-}
+const NO_NODES: readonly UpstreamNode[] = [];
+const UNPARSED = Symbol('unparsed');
 
-/** How many extra attempts a request may make after a failure that never reached a node. */
-const MAX_CONNECT_RETRIES = 2;
-
-const JSON_UNPARSED = 0;
-const JSON_OK = 1;
-const JSON_INVALID = 2;
-
-export class Session {
+export class Session implements PickRequest, AffinitySource {
   readonly host: SessionHost;
   readonly plan: Plan;
   readonly downstream: Downstream;
   /** Request id (client's `x-request-id` when valid, else generated). */
   readonly id: string;
-  /** Upper-case method. */
+  /** Method as sent (upper-case for standard methods). */
   readonly method: string;
   /** Path without query string. */
   readonly path: string;
@@ -56,20 +54,34 @@ export class Session {
   body: Buffer | null = null;
   /** Arrival time, ms (monotonic). */
   readonly startMs: number;
+  /** The calling tenant, when known. */
+  tenant: string | null = null;
   route: Route | null = null;
-  node: UpstreamNode | null = null;
-  /** Attempts made so far (1 after the first dispatch). */
-  attempt = 0;
-  /** Status sent to the client (0 until decided). */
+  /** The pool serving the request (after split and fallbacks). */
+  pool: Pool | null = null;
+  affinityKey: string | null = null;
+  affinityOutcome: AffinityOutcome = 'none';
+  /** Attempts dispatched so far. */
+  attempts = 0;
+  /** Status sent to the client (0 until decided; 499 when the client left). */
   status = 0;
-  /** Dispatch time of the current attempt, ms. */
-  private dispatchMs = 0;
-  private controller: Controller | null = null;
+  private parsed: unknown = UNPARSED;
+  private costTokens = 0;
+  /** Nodes earlier attempts used (null until a second pick needs it). */
+  private tried: UpstreamNode[] | null = null;
+  private first: Attempt | null = null;
+  private second: Attempt | null = null;
+  private winner: Attempt | null = null;
+  private live = 0;
+  private retries = 0;
+  private fallbackIndex = 0;
+  private hedged = false;
+  private lastError: SluiceError | null = null;
   private totalTimer: NodeJS.Timeout | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private hedgeTimer: NodeJS.Timeout | null = null;
   private sse = false;
   private finished = false;
-  private jsonState = JSON_UNPARSED;
-  private jsonModel: string | null = null;
 
   constructor(
     host: SessionHost,
@@ -101,119 +113,211 @@ export class Session {
     return undefined;
   }
 
-  /** The body's JSON `model` field, or null (no body, not JSON, or no string `model`). Parsed once. */
-  model(): string | null {
-    if (this.jsonState === JSON_UNPARSED) {
-      this.jsonState = JSON_INVALID;
-      if (this.body !== null) {
-        try {
-          const v: unknown = JSON.parse(this.body.toString('utf8'));
-          this.jsonState = JSON_OK;
-          if (typeof v === 'object' && v !== null && typeof (v as { model?: unknown }).model === 'string') {
-            this.jsonModel = (v as { model: string }).model;
-          }
-        } catch {
-          // Not JSON: model routes simply do not match.
-        }
-      }
-    }
-    return this.jsonModel;
+  /** The parsed JSON body, or null (no body, or not JSON). Parsed at most once, on demand. */
+  json(): unknown {
+    if (this.parsed === UNPARSED) this.parsed = parseJsonBody(this.body);
+    return this.parsed;
   }
 
-  /** Runs the request once its body is complete: route, pick a node, dispatch. */
+  /** The body's JSON `model` field, or null. */
+  model(): string | null {
+    const v = this.json();
+    if (typeof v !== 'object' || v === null) return null;
+    const m = (v as { model?: unknown }).model;
+    return typeof m === 'string' ? m : null;
+  }
+
+  /** Estimated work of the request in tokens (prompt + max_tokens), at least 1; computed once. */
+  get cost(): number {
+    if (this.costTokens === 0) this.costTokens = estimateCost(this.body, this.json());
+    return this.costTokens;
+  }
+
+  /** Runs the request once its body is complete. */
   run(): void {
     // HOT
     const route = this.plan.routes.match(this);
     if (route === null) {
-      const hint =
-        this.jsonState === JSON_INVALID && this.body !== null ? ' (the body is not valid JSON)' : '';
+      const hint = this.body !== null && this.json() === null ? ' (the body is not valid JSON)' : '';
       this.host.stats.countRejected(Errors.routeNotFound.id);
       this.fail(Errors.routeNotFound, `no route matches ${this.method} ${this.path}${hint}`);
       return;
     }
     this.route = route;
+    const pool = route.choosePool(this);
+    this.usePool(pool);
+    pool.state.retryBudget.deposit();
+    pool.state.hedgeBudget?.deposit();
     const total = route.timeouts.totalMs;
     if (total > 0) this.totalTimer = setTimeout(onTotalTimeout, total, this);
-    this.dispatch(null);
+    const mirror = route.mirror;
+    if (mirror !== null && Math.random() < mirror.share) {
+      MirrorRequest.send(
+        this.plan,
+        mirror.pool,
+        this,
+        this.host.stats.mirror(route.name),
+        route.timeouts.ttfbMs,
+        route.timeouts.idleMs,
+      );
+    }
+    this.startAttempt(false);
   }
 
-  private dispatch(exclude: UpstreamNode | null): void {
+  private usePool(pool: Pool): void {
+    this.pool = pool;
+    this.affinityKey = pool.affinity === null ? null : pool.affinity(this);
+  }
+
+  /** Picks a node (falling back to the route's fallback pools) and dispatches an attempt. */
+  private startAttempt(hedge: boolean): void {
     // HOT
     const route = this.route!;
-    const node = route.pool.pick(exclude);
+    const tried = this.attempts === 0 ? NO_NODES : this.triedNodes();
+    let node = this.pool!.pick(this, tried);
+    while (node === null && !hedge && this.fallbackIndex < route.fallback.length) {
+      this.pool!.state.noNode++;
+      const next = route.fallback[this.fallbackIndex++]!;
+      next.state.fellBack++;
+      this.usePool(next);
+      node = next.pick(this, tried);
+    }
     if (node === null) {
-      this.fail(Errors.noHealthyNode, `pool ${route.pool.name} has no node to serve the request`, [
-        'retry-after',
-        '1',
-      ]);
+      if (hedge) return;
+      if (this.attempts === 0) this.pool!.state.noNode++;
+      const e = this.lastError;
+      if (e !== null) this.fail(e.kind, e.message, e.headers);
+      else
+        this.fail(Errors.noHealthyNode, `pool ${this.pool!.name} has no node available for the request`, [
+          'retry-after',
+          '1',
+        ]);
       return;
     }
-    this.node = node;
-    this.attempt++;
+    const now = nowMs();
+    const att = new Attempt(this, node, ++this.attempts, hedge, now);
+    if (this.first === null || this.first.released) this.first = att;
+    else this.second = att;
+    this.live++;
+    if (this.tried !== null) this.tried.push(node);
     node.inFlight++;
+    node.inFlightCost += this.cost;
     node.attempts++;
-    this.dispatchMs = nowMs();
+    const t = route.timeouts;
     node.dispatch(
       {
         method: this.method,
         path: this.url,
         headers: this.headers,
         body: this.body,
-        ttfbMs: route.timeouts.ttfbMs,
-        idleMs: route.timeouts.idleMs,
+        ttfbMs: t.ttfbMs,
+        idleMs: t.idleMs,
       },
-      this,
+      att,
     );
+    if (!hedge && !this.hedged) {
+      const delay = this.pool!.state.hedgeDelayMs();
+      if (delay >= 0) this.hedgeTimer = setTimeout(onHedgeTimer, delay, this);
+    }
   }
 
-  // ---- undici dispatch handler ----
-
-  onRequestStart(controller: Controller): void {
-    this.controller = controller;
-    if (this.finished) controller.abort(new Error('request already finished'));
+  private triedNodes(): readonly UpstreamNode[] {
+    if (this.tried === null) {
+      this.tried = [];
+      if (this.first !== null) this.tried.push(this.first.node);
+      if (this.second !== null) this.tried.push(this.second.node);
+    }
+    return this.tried;
   }
 
-  onResponseStart(
-    _c: Controller,
-    status: number,
-    headers: Record<string, string | string[] | undefined>,
-  ): void {
+  /** The hedge delay passed with the first attempt still waiting for its head. */
+  onHedgeTimer(): void {
+    this.hedgeTimer = null;
+    if (this.finished || this.winner !== null || this.live !== 1) return;
+    const state = this.pool!.state;
+    if (state.hedgeBudget === null || !state.hedgeBudget.tryWithdraw(nowMs())) return;
+    this.hedged = true;
+    const before = this.attempts;
+    this.startAttempt(true);
+    if (this.attempts > before) state.hedges++;
+  }
+
+  // ---- attempt events (from Attempt, the undici handler) ----
+
+  attemptHead(att: Attempt, status: number, headers: UpstreamHeaders): void {
     // HOT
-    if (this.finished) return;
-    this.route!.stats.ttfb.recordMs(nowMs() - this.dispatchMs);
+    if (this.finished || att.cancelled) return;
+    const now = nowMs();
+    const ttfb = now - att.startMs;
+    const pool = this.pool!;
+    recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
+    const state = pool.state;
+    state.ttfb.add(ttfb);
+    const bit = retryBitForStatus(status);
+    if (bit !== 0) state.health?.recordFailure(att.node, statusReason(status));
+    else state.health?.recordSuccess(att.node);
+    if (bit !== 0 && (this.live > 1 || (this.hasAlternative(att.node) && this.mayRetry(bit)))) {
+      // Drain and drop this answer: either the other attempt (a hedge) may still succeed, or a
+      // retry starts when this body ends.
+      att.discard = true;
+      att.retryBit = bit;
+      att.retryPlanned = this.live === 1;
+      att.retryAfterMs = retryAfterMs(headers['retry-after'], this.route!.retries.maxRetryAfterMs);
+      this.lastError = new SluiceError(Errors.upstreamStatus, `upstream node answered ${status}`);
+      return;
+    }
+    this.winner = att;
+    if (att.hedge) state.hedgeWins++;
+    this.cancelOthers(att);
+    this.route!.stats.ttfb.recordMs(ttfb);
     const ct = headers['content-type'];
     this.sse = typeof ct === 'string' && ct.startsWith('text/event-stream');
     const cl = headers['content-length'];
-    const length = typeof cl === 'string' && this.sse === false ? Number(cl) : -1;
+    const length = typeof cl === 'string' && !this.sse ? Number(cl) : -1;
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
     this.status = status;
     const out = responseHeaders(headers, this.id);
+    if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
     // While draining, tell the client not to reuse the connection (uWS closes it when the drain ends).
     if (this.host.draining) out.push('connection', 'close');
     this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody);
   }
 
-  onResponseData(controller: Controller, chunk: Buffer): void {
+  attemptData(att: Attempt, controller: Controller, chunk: Buffer): void {
     // HOT
-    if (this.finished) return;
+    if (att !== this.winner || this.finished) return;
     if (!this.downstream.write(chunk)) controller.pause();
   }
 
-  onResponseEnd(): void {
+  attemptEnd(att: Attempt): void {
+    this.releaseAttempt(att);
     if (this.finished) return;
-    this.downstream.end();
-    this.finish();
+    if (att === this.winner) {
+      this.downstream.end();
+      this.finish();
+      return;
+    }
+    if (att.discard && this.live === 0) this.afterDiscard(att);
   }
 
-  onResponseError(_c: Controller, err: Error): void {
-    if (this.finished) return;
-    const node = this.node;
-    if (node !== null) {
-      node.inFlight--;
-      node.failures++;
+  /** Every attempt is over and the last one was a dropped retryable answer: retry or give up. */
+  private afterDiscard(att: Attempt): void {
+    if (att.retryPlanned || this.mayRetry(att.retryBit)) {
+      this.scheduleRetry(att.retryAfterMs);
+      return;
     }
+    const e = this.lastError!;
+    this.fail(e.kind, e.message, e.headers);
+  }
+
+  attemptError(att: Attempt, err: Error): void {
+    const wasCancelled = att.cancelled;
+    this.releaseAttempt(att);
+    if (this.finished || wasCancelled) return;
     const e = err instanceof SluiceError ? err : classifyUpstreamError(err);
-    if (this.downstream.started) {
+    att.node.failures++;
+    if (e.kind.source === 'upstream') this.pool!.state.health?.recordFailure(att.node, e.kind.code);
+    if (att === this.winner) {
       // Headers went out: the status is fixed. An SSE client gets an error event before the close;
       // any other body is cut so the client sees a truncated response rather than a short success.
       if (this.sse) {
@@ -222,16 +326,87 @@ export class Session {
       } else {
         this.downstream.destroy();
       }
-      this.node = null;
       this.finish();
       return;
     }
-    this.node = null;
-    if (e.kind.retryable && this.attempt <= MAX_CONNECT_RETRIES && this.route!.pool.members.length > 1) {
-      this.dispatch(node);
+    this.lastError = e;
+    if (att.discard) {
+      // The retryable answer broke while being drained: go on as planned.
+      if (this.live === 0) this.afterDiscard(att);
+      return;
+    }
+    if (this.live > 0) return; // the other attempt (hedge) may still answer
+    const bit = retryBitForError(e.kind);
+    if (bit !== 0 && this.hasAlternative(att.node) && this.mayRetry(bit)) {
+      this.scheduleRetry(0);
       return;
     }
     this.fail(e.kind, e.message, e.headers);
+  }
+
+  /** Releases the node counters an attempt holds (exactly once). */
+  private releaseAttempt(att: Attempt): void {
+    if (att.released) return;
+    att.released = true;
+    this.live--;
+    att.node.inFlight--;
+    att.node.inFlightCost -= this.cost;
+  }
+
+  private cancelOthers(winner: Attempt): void {
+    if (this.hedgeTimer !== null) {
+      clearTimeout(this.hedgeTimer);
+      this.hedgeTimer = null;
+    }
+    for (const a of [this.first, this.second]) {
+      if (a !== null && a !== winner && !a.released) a.cancel(new Error('another attempt answered first'));
+    }
+  }
+
+  /**
+   * True when a retry has somewhere to go: an eligible node other than `current` and the nodes
+   * already tried, in the pool or a fallback pool still ahead. Without one, the failure is passed
+   * on as it is rather than spending the retry budget.
+   */
+  private hasAlternative(current: UpstreamNode): boolean {
+    const tried = this.triedNodes();
+    const route = this.route!;
+    for (
+      let p: Pool | undefined = this.pool!, i = this.fallbackIndex;
+      p !== undefined;
+      p = route.fallback[i++]
+    ) {
+      for (const m of p.members) {
+        if (m.weight > 0 && m.node !== current && eligible(m.node) && !tried.includes(m.node)) return true;
+      }
+    }
+    return false;
+  }
+
+  /** True when a failure of kind `bit` may be retried now (also takes a retry-budget token). */
+  private mayRetry(bit: number): boolean {
+    const r = this.route!.retries;
+    if ((r.on & bit) === 0 || this.retries >= r.max || this.downstream.started) return false;
+    return this.pool!.state.retryBudget.tryWithdraw(nowMs());
+  }
+
+  private scheduleRetry(retryAfter: number): void {
+    this.retries++;
+    this.pool!.state.retries++;
+    const r = this.route!.retries;
+    const delay = Math.max(backoffMs(this.retries, r.baseBackoffMs, r.maxBackoffMs), retryAfter);
+    this.retryTimer = setTimeout(onRetryTimer, delay, this);
+  }
+
+  /** The backoff before a retry ended. */
+  onRetryTimer(): void {
+    this.retryTimer = null;
+    if (!this.finished) this.startAttempt(false);
+  }
+
+  private routeReport(att: Attempt): string {
+    const pool = this.pool!;
+    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${att.hedge ? '; hedge' : ''}`;
   }
 
   // ---- downstream events (called by the server adapter) ----
@@ -250,19 +425,19 @@ export class Session {
 
   /** The client can take more bytes: resume the upstream body. */
   onDownstreamDrain(): void {
-    this.controller?.resume();
+    this.winner?.controller?.resume();
   }
 
-  /** The client disconnected: abort the upstream attempt and release everything. */
+  /** The client disconnected: abort upstream attempts and release everything. */
   onDownstreamAborted(): void {
     if (this.finished) return;
     if (this.route !== null) this.route.stats.aborted++;
     this.status = 499;
-    // Finish first: the abort re-enters onResponseError, which must see a finished session and
+    // Finish first: the aborts re-enter attemptError, which must see a finished session and
     // neither count a node failure nor replace the 499.
-    const controller = this.controller;
     this.finish();
-    controller?.abort(new Error('client disconnected'));
+    this.first?.cancel(new Error('client disconnected'));
+    this.second?.cancel(new Error('client disconnected'));
   }
 
   /** The route's total timeout fired. */
@@ -273,8 +448,27 @@ export class Session {
       Errors.totalTimeout,
       `upstream did not finish within ${this.route!.timeouts.totalMs} ms`,
     );
-    if (this.controller !== null) this.controller.abort(err);
-    else this.onResponseError(null as unknown as Controller, err);
+    const w = this.winner;
+    if (w !== null) {
+      w.cancelled = true;
+      this.attemptErrorAfterHead(w, err);
+      w.controller?.abort(err);
+      return;
+    }
+    this.fail(err.kind, err.message);
+    this.first?.cancel(err);
+    this.second?.cancel(err);
+  }
+
+  private attemptErrorAfterHead(att: Attempt, e: SluiceError): void {
+    this.releaseAttempt(att);
+    if (this.sse) {
+      this.downstream.write(Buffer.from(errorEvent(e.kind, e.message)));
+      this.downstream.end();
+    } else {
+      this.downstream.destroy();
+    }
+    this.finish();
   }
 
   /** Sends a local error reply (before any response byte went out) and finishes. */
@@ -296,10 +490,8 @@ export class Session {
     if (this.finished) return;
     this.finished = true;
     if (this.totalTimer !== null) clearTimeout(this.totalTimer);
-    if (this.node !== null) {
-      this.node.inFlight--;
-      this.node = null;
-    }
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
     const route = this.route;
     if (route !== null) {
       route.stats.count(this.status);
@@ -312,4 +504,12 @@ export class Session {
 
 function onTotalTimeout(s: Session): void {
   s.onTotalTimeout();
+}
+
+function onRetryTimer(s: Session): void {
+  s.onRetryTimer();
+}
+
+function onHedgeTimer(s: Session): void {
+  s.onHedgeTimer();
 }

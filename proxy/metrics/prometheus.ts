@@ -5,6 +5,7 @@
 import type { StatsRegistry } from './stats.js';
 import type { LatencyRecorder } from './latency-recorder.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import type { PoolState } from '../pool/pool-state.js';
 
 const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 
@@ -12,6 +13,7 @@ const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 export interface MetricsSource {
   stats: StatsRegistry;
   nodes: Iterable<UpstreamNode>;
+  pools: Iterable<PoolState>;
   configVersion: number;
   draining: boolean;
 }
@@ -87,6 +89,60 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_upstream_in_flight gauge',
   );
   for (const n of nodes) out.push(`sluice_upstream_in_flight{node="${label(n.id)}"} ${n.inFlight}`);
+  const pools = [...src.pools];
+  const poolCounter = (name: string, help: string, value: (p: PoolState) => number): void => {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+    for (const p of pools) out.push(`${name}{pool="${label(p.name)}"} ${value(p)}`);
+  };
+  poolCounter('sluice_pool_retries_total', 'Retries dispatched to another node.', (p) => p.retries);
+  poolCounter(
+    'sluice_pool_retry_budget_refused_total',
+    'Retries not made because the retry budget was spent.',
+    (p) => p.retryBudget.refused,
+  );
+  poolCounter('sluice_pool_hedges_total', 'Hedged attempts dispatched.', (p) => p.hedges);
+  poolCounter('sluice_pool_hedge_wins_total', 'Hedged attempts that answered first.', (p) => p.hedgeWins);
+  poolCounter(
+    'sluice_pool_no_node_total',
+    'Requests that found no eligible node in the pool.',
+    (p) => p.noNode,
+  );
+  poolCounter('sluice_pool_fallback_total', 'Requests this pool served as a fallback.', (p) => p.fellBack);
+  out.push(
+    '# HELP sluice_health_events_total Node health state changes by pool and kind.',
+    '# TYPE sluice_health_events_total counter',
+  );
+  for (const p of pools)
+    for (const [kind, n] of p.healthEvents)
+      out.push(`sluice_health_events_total{pool="${label(p.name)}",kind="${kind}"} ${n}`);
+  out.push(
+    '# HELP sluice_upstream_available 1 when the node takes traffic (not ejected, checks passing).',
+    '# TYPE sluice_upstream_available gauge',
+  );
+  for (const n of nodes) out.push(`sluice_upstream_available{node="${label(n.id)}"} ${n.available ? 1 : 0}`);
+  out.push(
+    '# HELP sluice_upstream_ttfb_ewma_seconds Decaying average time to first byte per node.',
+    '# TYPE sluice_upstream_ttfb_ewma_seconds gauge',
+  );
+  for (const n of nodes)
+    if (n.ttfbEwmaMs >= 0)
+      out.push(`sluice_upstream_ttfb_ewma_seconds{node="${label(n.id)}"} ${n.ttfbEwmaMs / 1000}`);
+  const mirrors = [...stats.mirrors.values()];
+  if (mirrors.length > 0) {
+    out.push(
+      "# HELP sluice_mirror_requests_total Shadow requests by route and the shadow pool's status.",
+      '# TYPE sluice_mirror_requests_total counter',
+    );
+    for (const m of mirrors)
+      for (const [code, n] of m.byStatus)
+        out.push(`sluice_mirror_requests_total{route="${label(m.route)}",code="${code}"} ${n}`);
+    summary(
+      out,
+      'sluice_mirror_duration_seconds',
+      'Duration of shadow requests.',
+      mirrors.map((m) => [`route="${label(m.route)}"`, m.duration]),
+    );
+  }
   out.push(
     '# HELP sluice_config_reloads_total Config reloads by result.',
     '# TYPE sluice_config_reloads_total counter',

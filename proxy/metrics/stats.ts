@@ -31,6 +31,8 @@ export class RouteStats {
 /** Process-wide statistics owned by the running server. */
 export class StatsRegistry {
   readonly routes = new Map<string, RouteStats>();
+  /** Shadow traffic per route (its answers are measured and discarded). */
+  readonly mirrors = new Map<string, RouteStats>();
   /** Requests refused before routing, by error code (framing, size, unknown route, draining). */
   readonly rejected = new Map<string, number>();
   /** Config reloads by result (`applied`, `rejected`). */
@@ -44,6 +46,16 @@ export class StatsRegistry {
     if (s === undefined) {
       s = new RouteStats(name);
       this.routes.set(name, s);
+    }
+    return s;
+  }
+
+  /** The shadow-traffic stats of a route, created on first use. */
+  mirror(route: string): RouteStats {
+    let s = this.mirrors.get(route);
+    if (s === undefined) {
+      s = new RouteStats(route);
+      this.mirrors.set(route, s);
     }
     return s;
   }

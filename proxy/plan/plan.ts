@@ -3,18 +3,38 @@
  * Requests take a reference to the plan current when they arrive and finish on it; a reload swaps
  * in a new plan and retires the old one, whose nodes are released once its last request is done.
  */
-import type { SluiceConfig } from '../../config/types.js';
+import type { PoolConfig, RouteConfig, SluiceConfig } from '../../config/types.js';
+import { createAffinityExtractor } from '../balance/affinity-key.js';
 import type { BalancePolicyFactory, PoolMember } from '../balance/balance-policy.js';
+import { createConsistentHash } from '../balance/consistent-hash.js';
+import { createLeastRequest } from '../balance/least-request.js';
+import { createLeastResponseTime } from '../balance/least-response-time.js';
 import { createRoundRobin } from '../balance/round-robin.js';
+import { DEFAULT_TTFB_HALF_LIFE_MS } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import { Pool } from '../pool/pool.js';
-import { Route, RouteTable } from '../route/route-table.js';
+import { PoolChoice } from '../route/pool-choice.js';
+import { RetryOn, Route, RouteTable, type ResolvedRetries } from '../route/route-table.js';
+import type { Logger } from '../runtime/logger.js';
 import type { NodeRegistry } from '../upstream/node-registry.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { attachHealth } from './health-wiring.js';
+import type { RuntimeState } from './runtime-state.js';
 
 /** Balancing policies by YAML kind. */
-const POLICIES: Record<string, BalancePolicyFactory> = {
+const POLICIES: Record<PoolConfig['balance']['kind'], BalancePolicyFactory> = {
   'round-robin': createRoundRobin,
+  'least-request': createLeastRequest,
+  'least-response-time': createLeastResponseTime,
+  'consistent-hash': createConsistentHash,
+};
+
+const RETRY_BITS: Record<string, number> = {
+  'connect-failure': RetryOn.connectFailure,
+  reset: RetryOn.reset,
+  timeout: RetryOn.timeout,
+  '5xx': RetryOn.status5xx,
+  '429': RetryOn.status429,
 };
 
 export class Plan {
@@ -73,37 +93,107 @@ export class Plan {
   }
 }
 
+function resolveRetries(rc: RouteConfig): ResolvedRetries {
+  const r = rc.retries;
+  let on = 0;
+  for (const k of r.on) on |= RETRY_BITS[k] ?? 0;
+  return {
+    max: r.max,
+    baseBackoffMs: r.base_backoff_ms,
+    maxBackoffMs: r.max_backoff_ms,
+    on,
+    maxRetryAfterMs: r.max_retry_after_ms,
+  };
+}
+
+/** What compiling needs besides the config. */
+export interface CompileContext {
+  registry: NodeRegistry;
+  stats: StatsRegistry;
+  runtime: RuntimeState;
+  log: Logger;
+}
+
 /**
  * Compiles a validated config into a plan. Throws only on a broken invariant (the loader's
- * semantic checks guarantee every route names a known pool and every policy kind exists).
+ * semantic checks guarantee every route names known pools and every policy kind exists). Shared
+ * state (pool budgets, health trackers) is reconfigured for the new plan as a side effect, so call
+ * it only for a config that will be applied.
  */
 export function compilePlan(
   version: number,
   config: SluiceConfig,
   digest: string,
-  registry: NodeRegistry,
-  stats: StatsRegistry,
+  ctx: CompileContext,
 ): Plan {
   const pools = new Map<string, Pool>();
   const nodes: UpstreamNode[] = [];
   for (const pc of config.pools) {
+    const maxInFlight = pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : Infinity;
     const members: PoolMember[] = pc.nodes.map((nc) => {
-      const node = registry.acquire(nc.url, {
+      const node = ctx.registry.acquire(pc.name, nc.url, {
         connections: pc.connections_per_node,
         connectTimeoutMs: pc.timeouts.connect_ms,
       });
+      node.maxInFlight = maxInFlight;
       nodes.push(node);
       return { node, weight: nc.weight };
     });
-    const factory = POLICIES[pc.balance.kind];
-    if (factory === undefined) throw new Error(`unknown balance kind ${pc.balance.kind}`);
-    pools.set(pc.name, new Pool(pc.name, members, factory(members)));
+    const b = pc.balance;
+    const policy = POLICIES[b.kind](members, {
+      epsilon: b.epsilon,
+      pointsPerWeight: b.points_per_weight,
+      decayMs: b.decay_ms,
+    });
+    const state = ctx.runtime.poolState(pc);
+    attachHealth(
+      state,
+      pc,
+      members.map((m) => m.node),
+      ctx.log,
+    );
+    const affinity =
+      b.kind === 'consistent-hash' && b.affinity !== undefined ? createAffinityExtractor(b.affinity) : null;
+    pools.set(
+      pc.name,
+      new Pool(pc.name, members, policy, state, affinity, b.decay_ms ?? DEFAULT_TTFB_HALF_LIFE_MS),
+    );
   }
+  const poolOf = (name: string): Pool => {
+    const p = pools.get(name);
+    if (p === undefined) throw new Error(`unknown pool ${name}`);
+    return p;
+  };
   const routes = config.routes.map((rc) => {
-    const pool = pools.get(rc.pool);
-    const pc = config.pools.find((p) => p.name === rc.pool);
-    if (pool === undefined || pc === undefined) throw new Error(`route ${rc.name}: unknown pool ${rc.pool}`);
-    return new Route(rc, pool, pc.timeouts, stats.route(rc.name));
+    const single = rc.pool === undefined ? null : poolOf(rc.pool);
+    const split =
+      rc.split === undefined
+        ? null
+        : new PoolChoice(
+            rc.split.map((e) => ({ pool: poolOf(e.pool), weight: e.weight })),
+            rc.pin_header ?? null,
+            rc.sticky_header ?? null,
+            rc.sticky_header === undefined ? null : ctx.runtime.stickyTable(rc.name),
+          );
+    // A split route takes its timeouts from its first pool.
+    const timeoutPool = rc.pool ?? rc.split?.[0]?.pool ?? '';
+    const pc = config.pools.find((p) => p.name === timeoutPool);
+    if (pc === undefined) throw new Error(`route ${rc.name}: no pool`);
+    return new Route(
+      rc,
+      {
+        pool: single,
+        split,
+        fallback: rc.fallback.map(poolOf),
+        mirror:
+          rc.mirror === undefined ? null : { pool: poolOf(rc.mirror.pool), share: rc.mirror.percent / 100 },
+        retries: resolveRetries(rc),
+        routeHeader: rc.route_header,
+      },
+      pc.timeouts,
+      ctx.stats.route(rc.name),
+    );
   });
-  return new Plan(version, config, digest, new RouteTable(routes), pools, nodes, registry);
+  ctx.runtime.retain(new Set(pools.keys()), new Set(config.routes.map((r) => r.name)));
+  return new Plan(version, config, digest, new RouteTable(routes), pools, nodes, ctx.registry);
 }

@@ -7,6 +7,45 @@ import type { RouteConfig, TimeoutsConfig } from '../../config/types.js';
 import type { Pool } from '../pool/pool.js';
 import type { RouteStats } from '../metrics/stats.js';
 import type { Session } from '../lifecycle/session.js';
+import type { PoolChoice } from './pool-choice.js';
+
+/** What a route retries on, as bits. */
+export const RetryOn = {
+  connectFailure: 1,
+  reset: 2,
+  timeout: 4,
+  status5xx: 8,
+  status429: 16,
+} as const;
+
+/** A route's retry settings, resolved. */
+export interface ResolvedRetries {
+  /** Extra attempts after the first. */
+  max: number;
+  baseBackoffMs: number;
+  maxBackoffMs: number;
+  /** Bits of RetryOn. */
+  on: number;
+  maxRetryAfterMs: number;
+}
+
+/** Shadow traffic of a route. */
+export interface ResolvedMirror {
+  pool: Pool;
+  /** Share of requests copied, 0..1. */
+  share: number;
+}
+
+/** Everything a route leads to, compiled by the plan. */
+export interface RouteTargets {
+  /** The single pool, or null when `split` decides. */
+  pool: Pool | null;
+  split: PoolChoice | null;
+  fallback: readonly Pool[];
+  mirror: ResolvedMirror | null;
+  retries: ResolvedRetries;
+  routeHeader: boolean;
+}
 
 /** Timeouts resolved for one route, ms (0 = disabled). */
 export interface ResolvedTimeouts {
@@ -18,7 +57,15 @@ export interface ResolvedTimeouts {
 
 export class Route {
   readonly name: string;
-  readonly pool: Pool;
+  /** The pool, or null when `split` chooses one per request. */
+  readonly pool: Pool | null;
+  readonly split: PoolChoice | null;
+  /** Pools tried in order when the chosen one has no eligible node. */
+  readonly fallback: readonly Pool[];
+  readonly mirror: ResolvedMirror | null;
+  readonly retries: ResolvedRetries;
+  /** Add `x-sluice-route` to responses. */
+  readonly routeHeader: boolean;
   readonly timeouts: ResolvedTimeouts;
   readonly stats: RouteStats;
   /** Exact path, or null. */
@@ -34,9 +81,14 @@ export class Route {
   /** Accepted JSON `model` values, or null. */
   readonly models: ReadonlySet<string> | null;
 
-  constructor(config: RouteConfig, pool: Pool, poolTimeouts: TimeoutsConfig, stats: RouteStats) {
+  constructor(config: RouteConfig, targets: RouteTargets, poolTimeouts: TimeoutsConfig, stats: RouteStats) {
     this.name = config.name;
-    this.pool = pool;
+    this.pool = targets.pool;
+    this.split = targets.split;
+    this.fallback = targets.fallback;
+    this.mirror = targets.mirror;
+    this.retries = targets.retries;
+    this.routeHeader = targets.routeHeader;
     this.stats = stats;
     const t = { ...poolTimeouts, ...config.timeouts };
     this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };
@@ -48,6 +100,12 @@ export class Route {
     const h = m.headers ? Object.entries(m.headers).flatMap(([k, v]) => [k.toLowerCase(), v]) : [];
     this.headers = h.length > 0 ? h : null;
     this.models = m.models && m.models.length > 0 ? new Set(m.models) : null;
+  }
+
+  /** The pool that serves this request (the single pool, or the split's choice). */
+  choosePool(s: Session): Pool {
+    // HOT
+    return this.pool ?? this.split!.choose(s);
   }
 
   /** True when every condition except `models` holds. */

@@ -9,7 +9,8 @@ import type { SimFleet } from '../../loadtest/sim/fleet.js';
 import { AdminServer } from '../admin/admin-server.js';
 import { renderPrometheus } from '../metrics/prometheus.js';
 import { StatsRegistry } from '../metrics/stats.js';
-import { compilePlan, type Plan } from '../plan/plan.js';
+import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
+import { RuntimeState } from '../plan/runtime-state.js';
 import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
 import { ConfigWatcher } from './config-watcher.js';
@@ -51,6 +52,8 @@ export class Sluice {
   readonly log: Logger;
   readonly stats = new StatsRegistry();
   readonly registry = new NodeRegistry();
+  /** Pool budgets, health trackers and sticky tables, kept across reloads. */
+  readonly runtime = new RuntimeState();
   listeners: BoundListener[] = [];
   adminPort = 0;
   sim: SimFleet | null = null;
@@ -64,6 +67,10 @@ export class Sluice {
   constructor(configPath: string, log: Logger) {
     this.configPath = configPath;
     this.log = log;
+  }
+
+  private compileContext(): CompileContext {
+    return { registry: this.registry, stats: this.stats, runtime: this.runtime, log: this.log };
   }
 
   /** The plan new requests run on. */
@@ -86,7 +93,7 @@ export class Sluice {
         });
         this.log.info(`simulator: ${s.nodes} nodes (${s.profile}) at ${this.sim.urls.join(' ')}`);
       }
-      this.plan = compilePlan(1, config, digest, this.registry, this.stats);
+      this.plan = compilePlan(1, config, digest, this.compileContext());
       this.server = new ProxyServer(this.stats, () => this.plan);
       this.listeners = await this.server.listen(config.listeners);
       this.admin = new AdminServer({
@@ -95,6 +102,7 @@ export class Sluice {
           renderPrometheus({
             stats: this.stats,
             nodes: this.registry.all(),
+            pools: this.runtime.pools.values(),
             configVersion: this.plan.version,
             draining: this.server?.draining ?? false,
           }),
@@ -127,13 +135,25 @@ export class Sluice {
     return [...this.plan.pools.values()].map((p) => ({
       pool: p.name,
       policy: p.policy.kind,
+      retries: p.state.retries,
+      retry_budget_refused: p.state.retryBudget.refused,
+      hedges: p.state.hedges,
+      hedge_wins: p.state.hedgeWins,
+      no_node: p.state.noNode,
+      fallback_served: p.state.fellBack,
       nodes: p.members.map((m) => ({
         id: m.node.id,
         weight: m.weight,
+        available: m.node.available,
+        saturated: m.node.saturated,
+        weight_factor: m.node.weightFactor,
         in_flight: m.node.inFlight,
+        in_flight_tokens: m.node.inFlightCost,
+        ttfb_ewma_ms: m.node.ttfbEwmaMs < 0 ? null : Math.round(m.node.ttfbEwmaMs * 100) / 100,
         attempts: m.node.attempts,
         failures: m.node.failures,
       })),
+      health: p.state.health?.snapshot() ?? null,
     }));
   }
 
@@ -170,7 +190,7 @@ export class Sluice {
     const old = this.plan;
     let next: Plan;
     try {
-      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.registry, this.stats);
+      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext());
     } catch (e) {
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
@@ -208,6 +228,7 @@ export class Sluice {
     this.server?.closeNow();
     await this.admin?.close();
     this.admin = null;
+    this.runtime.close();
     await this.registry.destroyAll();
     await this.sim?.close();
     this.sim = null;

@@ -1,15 +1,17 @@
 /**
- * Shares UpstreamNode objects between config versions, so a reload that keeps a node keeps its warm
- * keep-alive connections. A node is closed when the last plan that references it is retired.
+ * Keeps UpstreamNode objects across config versions, so a reload that keeps a pool's node keeps its
+ * warm keep-alive connections and its health state. Nodes are per pool: the same URL in two pools
+ * is two nodes, each with its own pool's limits and health. A node is closed when the last plan
+ * that references it is retired.
  */
 import { UpstreamNode, type NodeConnectionOptions } from './upstream-node.js';
 
 export class NodeRegistry {
   private readonly nodes = new Map<string, UpstreamNode>();
 
-  /** Returns the node for `url` with these options, creating it if needed; adds one reference. */
-  acquire(url: string, options: NodeConnectionOptions): UpstreamNode {
-    const key = `${new URL(url).origin}|${options.connections}|${options.connectTimeoutMs}`;
+  /** Returns pool `pool`'s node for `url` with these options, creating it if needed; adds one reference. */
+  acquire(pool: string, url: string, options: NodeConnectionOptions): UpstreamNode {
+    const key = `${pool}|${new URL(url).origin}|${options.connections}|${options.connectTimeoutMs}`;
     let node = this.nodes.get(key);
     if (node === undefined) {
       node = new UpstreamNode(url, options);

@@ -32,8 +32,30 @@ export class UpstreamNode {
   readonly id: string;
   readonly origin: string;
   readonly options: NodeConnectionOptions;
-  /** Requests dispatched and not yet finished. */
+  /** Attempts dispatched and not yet finished. */
   inFlight = 0;
+  /** Sum of the `cost` (estimated tokens) of the attempts in flight: load measured in work. */
+  inFlightCost = 0;
+  /** Circuit breaker: most concurrent attempts; a node at the limit is not eligible. */
+  maxInFlight = Infinity;
+  /** False while ejected or failing active health checks (written by the health module). */
+  available = true;
+  /** Slow start: multiplier (0..1] of the node's weight while it ramps up after coming back. */
+  weightFactor = 1;
+  /** Decaying average of time to first byte, ms; -1 until the first response (unprobed). */
+  ttfbEwmaMs = -1;
+  /** Monotonic time of the last `ttfbEwmaMs` update, ms. */
+  ttfbUpdatedMs = 0;
+  /** Decayed weight of the samples behind `ttfbEwmaMs` (see balance/ttfb-ewma.ts); 0 when unprobed. */
+  ttfbWeight = 0;
+  /** True while the node's own metrics say it is saturated (queue or KV cache full). */
+  saturated = false;
+  /** Last scraped `vllm:num_requests_running`, -1 when not scraped. */
+  scrapedRunning = -1;
+  /** Last scraped `vllm:num_requests_waiting`, -1 when not scraped. */
+  scrapedWaiting = -1;
+  /** Last scraped `vllm:gpu_cache_usage_perc` (0..1), -1 when not scraped. */
+  scrapedKvUsage = -1;
   /** Attempts sent to this node since start. */
   attempts = 0;
   /** Attempts that failed at the transport level (connect, reset, timeout). */

@@ -100,10 +100,36 @@ void describe('config/examples', () => {
           ],
           balance: { kind: 'round-robin' },
           connections_per_node: 128,
+          max_in_flight_per_node: 0,
           timeouts: DEFAULT_TIMEOUTS,
+          health: {
+            outlier: {
+              consecutive_failures: 5,
+              base_ejection_ms: 10000,
+              max_ejection_ms: 300000,
+              max_ejection_percent: 50,
+            },
+            slow_start_ms: 30000,
+          },
+          retry_budget: { percent: 20, min_per_second: 5 },
         },
       ],
-      routes: [{ name: 'all', pool: 'gpu', match: {} }],
+      routes: [
+        {
+          name: 'all',
+          pool: 'gpu',
+          match: {},
+          fallback: [],
+          retries: {
+            max: 1,
+            base_backoff_ms: 25,
+            max_backoff_ms: 250,
+            on: ['connect-failure', 'reset', '5xx'],
+            max_retry_after_ms: 2000,
+          },
+          route_header: false,
+        },
+      ],
     });
   });
 

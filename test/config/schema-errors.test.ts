@@ -47,13 +47,16 @@ void describe('unknown keys', () => {
   });
 
   void it('suggests the full key for a shortened one and nothing for an unrelated one', () => {
-    const errors = errorsOf(yamlLines(...BASE_LINES, '    timeouts: {ttfb: 100}', '    retries: 3'));
-    assert.deepEqual(placesOf(errors), ['8:16 routes[0].timeouts.ttfb', '9:5 routes[0].retries']);
+    const errors = errorsOf(yamlLines(...BASE_LINES, '    timeouts: {ttfb: 100}', '    priority: 3'));
+    assert.deepEqual(placesOf(errors), ['8:16 routes[0].timeouts.ttfb', '9:5 routes[0].priority']);
     assert.equal(
       errors[0]!.message,
       'unknown key "ttfb" (did you mean "ttfb_ms"?); allowed keys: ttfb_ms, idle_ms, total_ms',
     );
-    assert.equal(errors[1]!.message, 'unknown key "retries"; allowed keys: name, match, pool, timeouts');
+    assert.equal(
+      errors[1]!.message,
+      'unknown key "priority"; allowed keys: name, match, pool, split, pin_header, sticky_header, fallback, mirror, retries, route_header, timeouts',
+    );
   });
 
   void it('refuses connect_ms on a route, because connections belong to the pool', () => {
@@ -114,7 +117,10 @@ void describe('wrong types and values', () => {
       yamlLines(...BASE_LINES.slice(0, 4), '    balance: {kind: random}', ...BASE_LINES.slice(4)),
     );
     assert.deepEqual(placesOf([error]), ['5:21 pools[0].balance.kind']);
-    assert.equal(error.message, 'must be one of: round-robin (got "random")');
+    assert.equal(
+      error.message,
+      'must be one of: round-robin, least-request, least-response-time, consistent-hash (got "random")',
+    );
   });
 
   void it('suggests the enum value an operator probably meant', () => {
@@ -123,7 +129,7 @@ void describe('wrong types and values', () => {
     );
     assert.equal(
       error.message,
-      'must be one of: round-robin (got "round_robin"; did you mean "round-robin"?)',
+      'must be one of: round-robin, least-request, least-response-time, consistent-hash (got "round_robin"; did you mean "round-robin"?)',
     );
   });
 
@@ -228,9 +234,15 @@ void describe('missing keys', () => {
   });
 
   void it('names every missing key of one mapping in one error', () => {
-    const error = onlyErrorOf(yamlLines(...BASE_LINES, '  - match: {path: /v1/models}'));
+    const error = onlyErrorOf(yamlLines(...BASE_LINES, 'listeners:', '  - address: 127.0.0.1'));
+    assert.deepEqual(placesOf([error]), ['9:5 listeners[0]']);
+    assert.equal(error.message, 'missing required keys "name" and "port"');
+  });
+
+  void it('asks for a pool or a split on a route that has neither', () => {
+    const error = onlyErrorOf(yamlLines(...BASE_LINES, '  - name: models', '    match: {path: /v1/models}'));
     assert.deepEqual(placesOf([error]), ['8:5 routes[1]']);
-    assert.equal(error.message, 'missing required keys "name" and "pool"');
+    assert.equal(error.message, 'missing pool: name the pool that serves the route (or a split across pools)');
   });
 
   void it('reports an empty file as such', () => {

@@ -1,0 +1,95 @@
+/**
+ * Shadow traffic: a copy of a request sent to a route's mirror pool, whose answer is measured
+ * (status, time to first byte, duration) and discarded. It never affects the client's response and
+ * holds the plan until it ends, so its node is not closed under it by a reload.
+ */
+import type { RouteStats } from '../metrics/stats.js';
+import type { Plan } from '../plan/plan.js';
+import type { Pool } from '../pool/pool.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
+import type { Controller } from './attempt.js';
+import { nowMs } from './clock.js';
+
+const NO_NODES: readonly UpstreamNode[] = [];
+
+/** What the mirror copies from the original request. */
+export interface MirrorSource {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: string[];
+  readonly body: Buffer | null;
+  readonly affinityKey: string | null;
+  readonly cost: number;
+}
+
+export class MirrorRequest {
+  private readonly plan: Plan;
+  private readonly node: UpstreamNode;
+  private readonly stats: RouteStats;
+  private readonly startMs: number;
+  private readonly cost: number;
+  private status = 0;
+  private done = false;
+
+  private constructor(plan: Plan, node: UpstreamNode, stats: RouteStats, cost: number) {
+    this.plan = plan;
+    this.node = node;
+    this.stats = stats;
+    this.cost = cost;
+    this.startMs = nowMs();
+  }
+
+  /** Sends a copy of `src` to a node of `pool`; does nothing when the pool has no eligible node. */
+  static send(
+    plan: Plan,
+    pool: Pool,
+    src: MirrorSource,
+    stats: RouteStats,
+    ttfbMs: number,
+    idleMs: number,
+  ): void {
+    const pick = { affinityKey: src.affinityKey, cost: src.cost, affinityOutcome: 'none' as const };
+    const node = pool.pick(pick, NO_NODES);
+    if (node === null) {
+      stats.count(503);
+      return;
+    }
+    const m = new MirrorRequest(plan, node, stats, src.cost);
+    plan.acquire();
+    node.inFlight++;
+    node.inFlightCost += src.cost;
+    node.attempts++;
+    node.dispatch(
+      { method: src.method, path: src.url, headers: src.headers, body: src.body, ttfbMs, idleMs },
+      m,
+    );
+  }
+
+  onRequestStart(_c: Controller): void {}
+
+  onResponseStart(_c: Controller, status: number): void {
+    this.status = status;
+    this.stats.ttfb.recordMs(nowMs() - this.startMs);
+  }
+
+  onResponseData(): void {}
+
+  onResponseEnd(): void {
+    this.end(this.status);
+  }
+
+  onResponseError(): void {
+    this.node.failures++;
+    this.end(this.status === 0 ? 502 : this.status);
+  }
+
+  private end(status: number): void {
+    if (this.done) return;
+    this.done = true;
+    this.node.inFlight--;
+    this.node.inFlightCost -= this.cost;
+    this.stats.count(status);
+    this.stats.duration.recordMs(nowMs() - this.startMs);
+    this.plan.release();
+  }
+}

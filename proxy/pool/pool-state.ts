@@ -1,0 +1,92 @@
+/**
+ * What a pool keeps across config reloads under its name: retry and hedge budgets, its recent TTFB
+ * window (hedging delay), failure-handling counters and the health tracker of its nodes. A reload
+ * reconfigures it in place, so budgets and counters are not reset by an edit.
+ */
+import type { PoolConfig } from '../../config/types.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { TokenBudget } from './token-budget.js';
+import { TtfbWindow } from './ttfb-window.js';
+
+/** Where attempt outcomes go for passive health tracking (implemented by the health module). */
+export interface HealthSink {
+  recordSuccess(node: UpstreamNode): void;
+  recordFailure(node: UpstreamNode, reason: string): void;
+  /** The admin view of the pool's nodes. */
+  snapshot(): unknown;
+  /** Stops the tracker's timers. */
+  close(): void;
+}
+
+/** Hedging settings resolved for the request path. */
+export interface HedgeSettings {
+  minDelayMs: number;
+  minSamples: number;
+}
+
+export class PoolState {
+  readonly name: string;
+  retryBudget: TokenBudget;
+  hedgeBudget: TokenBudget | null = null;
+  hedge: HedgeSettings | null = null;
+  ttfb: TtfbWindow;
+  health: HealthSink | null = null;
+  /** Requests that found no eligible node here (before fallbacks). */
+  noNode = 0;
+  /** Requests served by a fallback pool instead of this one. */
+  fellBack = 0;
+  /** Retries dispatched. */
+  retries = 0;
+  /** Hedged attempts dispatched, and how many of them won. */
+  hedges = 0;
+  hedgeWins = 0;
+  /** Health state changes of the pool's nodes by kind (ejected, check-down, returned, ...). */
+  readonly healthEvents = new Map<string, number>();
+  private configured = '';
+
+  constructor(config: PoolConfig) {
+    this.name = config.name;
+    this.retryBudget = new TokenBudget(config.retry_budget.percent, config.retry_budget.min_per_second);
+    this.ttfb = new TtfbWindow(config.hedge?.percentile ?? 95);
+    this.configure(config);
+  }
+
+  /** Applies a (re)loaded config; budgets and windows are rebuilt only when their settings change. */
+  configure(config: PoolConfig): void {
+    const key = JSON.stringify([config.retry_budget, config.hedge ?? null]);
+    if (key === this.configured) return;
+    this.configured = key;
+    this.retryBudget = new TokenBudget(config.retry_budget.percent, config.retry_budget.min_per_second);
+    const h = config.hedge;
+    if (h === undefined) {
+      this.hedge = null;
+      this.hedgeBudget = null;
+    } else {
+      this.hedge = { minDelayMs: h.min_delay_ms, minSamples: h.min_samples };
+      this.hedgeBudget = new TokenBudget(h.budget_percent, 0);
+      this.ttfb = new TtfbWindow(h.percentile);
+    }
+  }
+
+  countHealthEvent(kind: string): void {
+    this.healthEvents.set(kind, (this.healthEvents.get(kind) ?? 0) + 1);
+  }
+
+  /** Stops timers owned by the pool (its health tracker). */
+  close(): void {
+    this.health?.close();
+    this.health = null;
+  }
+
+  /**
+   * How long an attempt may wait for its head before a hedge is sent, ms; -1 when hedging is off or
+   * the pool has too few samples yet.
+   */
+  hedgeDelayMs(): number {
+    // HOT
+    const h = this.hedge;
+    if (h === null || this.ttfb.count < h.minSamples) return -1;
+    const p = this.ttfb.value();
+    return p > h.minDelayMs ? p : h.minDelayMs;
+  }
+}

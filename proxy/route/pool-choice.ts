@@ -1,0 +1,79 @@
+/**
+ * Which pool of a route's weighted split serves a request: a pin header naming a pool wins, then a
+ * sticky session's remembered pool, then the weights (a stable hash of the sticky key when there
+ * is one, so the choice is the same on every instance; otherwise random).
+ */
+import type { Pool } from '../pool/pool.js';
+import { stableHash32 } from '../balance/stable-hash.js';
+import type { StickyTable } from './sticky-table.js';
+
+/** What the choice reads from the request. */
+export interface ChoiceSource {
+  header(name: string): string | undefined;
+}
+
+export class PoolChoice {
+  private readonly pools: readonly Pool[];
+  /** Cumulative weights, same order as `pools`. */
+  private readonly cumulative: Float64Array;
+  private readonly total: number;
+  private readonly pinHeader: string | null;
+  private readonly stickyHeader: string | null;
+  private readonly sticky: StickyTable | null;
+
+  constructor(
+    entries: readonly { pool: Pool; weight: number }[],
+    pinHeader: string | null,
+    stickyHeader: string | null,
+    sticky: StickyTable | null,
+  ) {
+    this.pools = entries.map((e) => e.pool);
+    this.cumulative = new Float64Array(entries.length);
+    let sum = 0;
+    entries.forEach((e, i) => {
+      sum += e.weight;
+      this.cumulative[i] = sum;
+    });
+    this.total = sum;
+    this.pinHeader = pinHeader;
+    this.stickyHeader = stickyHeader;
+    this.sticky = sticky;
+  }
+
+  /** The pools of the split (for metrics and the admin API). */
+  get members(): readonly Pool[] {
+    return this.pools;
+  }
+
+  /** The pool for this request. */
+  choose(src: ChoiceSource): Pool {
+    // HOT
+    if (this.pinHeader !== null) {
+      const pinned = src.header(this.pinHeader);
+      if (pinned !== undefined) {
+        for (const p of this.pools) if (p.name === pinned) return p;
+      }
+    }
+    let key: string | undefined;
+    if (this.stickyHeader !== null) {
+      key = src.header(this.stickyHeader);
+      if (key !== undefined && this.sticky !== null) {
+        const name = this.sticky.get(key);
+        if (name !== undefined) {
+          for (const p of this.pools) if (p.name === name) return p;
+        }
+      }
+    }
+    const x =
+      key !== undefined ? (stableHash32(key) / 0x1_0000_0000) * this.total : Math.random() * this.total;
+    let chosen = this.pools[this.pools.length - 1]!;
+    for (let i = 0; i < this.pools.length; i++) {
+      if (x < this.cumulative[i]!) {
+        chosen = this.pools[i]!;
+        break;
+      }
+    }
+    if (key !== undefined && this.sticky !== null) this.sticky.set(key, chosen.name);
+    return chosen;
+  }
+}

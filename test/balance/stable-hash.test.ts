@@ -1,0 +1,59 @@
+/**
+ * The stable string hash: published FNV-1a vectors, UTF-8 encoding (checked against Buffer's), the
+ * finaliser, and pinned values (a change here remaps every affinity key in every deployment).
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { fnv1a32, mix32, stableHash32, stableHashHex } from '../../proxy/balance/stable-hash.js';
+
+/** FNV-1a over bytes, the textbook way. */
+function fnvBytes(bytes: Uint8Array): number {
+  let h = 0x811c9dc5;
+  for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h >>> 0;
+}
+
+describe('stable hash', () => {
+  it('matches the published FNV-1a 32-bit test vectors', () => {
+    assert.equal(fnv1a32(''), 0x811c9dc5);
+    assert.equal(fnv1a32('a'), 0xe40c292c);
+    assert.equal(fnv1a32('foobar'), 0xbf9cf968);
+  });
+
+  it('hashes the UTF-8 bytes of any string, lone surrogates included', () => {
+    const samples = [
+      'héllo',
+      '日本語のプロンプト',
+      'emoji 🚀 here',
+      'lone \ud800 high',
+      'lone \udc00 low',
+      'end \ud83d',
+    ];
+    for (const s of samples) assert.equal(fnv1a32(s), fnvBytes(Buffer.from(s, 'utf8')), s);
+  });
+
+  it('mixes so that neighbouring inputs land far apart', () => {
+    assert.equal(mix32(0), 0);
+    let differing = 0;
+    for (let i = 0; i < 1000; i++) {
+      const x = stableHash32(`node#${i}`) ^ stableHash32(`node#${i + 1}`);
+      differing += x.toString(2).replace(/0/g, '').length;
+    }
+    // About half of the 32 bits differ on average.
+    assert.ok(differing / 1000 > 14 && differing / 1000 < 18, String(differing / 1000));
+  });
+
+  it('keeps its values across versions (pinned)', () => {
+    assert.equal(stableHash32('http://10.0.0.1:8000#0'), stableHash32('http://10.0.0.1:8000#0'));
+    assert.equal(stableHashHex('session-1'), PINNED_SESSION_1);
+    assert.equal(stableHashHex(''), PINNED_EMPTY);
+  });
+
+  it('writes 8 hex digits, zero-padded', () => {
+    for (let i = 0; i < 200; i++) assert.match(stableHashHex(`k${i}`), /^[0-9a-f]{8}$/);
+  });
+});
+
+/** murmur3-fmix32(FNV-1a(UTF-8)), cross-checked with an independent Python computation. */
+const PINNED_SESSION_1 = '23b81b8b';
+const PINNED_EMPTY = 'ab3e7c0b';

@@ -1,0 +1,220 @@
+/**
+ * Failure handling against real simulated nodes: retries on another node (never after the first
+ * byte), the retry budget under a total outage, outlier ejection within its threshold, active
+ * checks, the circuit breaker's fast 503, hedged requests, and the x-sluice-route report.
+ */
+import { after, afterEach, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+
+const chat = (extra: Record<string, string> = {}, body: Record<string, unknown> = {}): RequestInit => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/json', ...extra },
+  body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...body }),
+});
+
+function config(nodes: readonly string[], pool = '', route = ''): string {
+  return `listeners:
+  - name: public
+    address: 127.0.0.1
+    port: 0
+admin:
+  address: 127.0.0.1
+  port: 0
+pools:
+  - name: gpu
+    nodes:
+${nodes.map((u) => `      - url: ${u}`).join('\n')}
+${pool}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+    route_header: true
+${route}
+`;
+}
+
+async function send(
+  t: TestSluice,
+  init = chat(),
+): Promise<{ status: number; route: string | null; text: string }> {
+  const r = await fetch(`${t.url}/v1/chat/completions`, init);
+  return { status: r.status, route: r.headers.get('x-sluice-route'), text: await r.text() };
+}
+
+describe('failure handling', () => {
+  let fleet: SimFleet;
+  let t: TestSluice | null = null;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 3, port: 0, profile: 'fast' });
+  });
+
+  afterEach(async () => {
+    await t?.close();
+    t = null;
+    for (const n of fleet.nodes) n.setFaults({ error_rate: 0, stall_ms: 0, unhealthy: false, crash: false });
+  });
+
+  after(async () => {
+    await fleet.close();
+  });
+
+  it('retries a 503 on another node and answers with that node', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    fleet.nodes[0]!.setFaults({ error_rate: 1, error_status: 503 });
+    t = await startTestSluice(
+      config(
+        [a, b],
+        '    health: { outlier: { consecutive_failures: 0 } }\n    retry_budget: { percent: 100, min_per_second: 5 }',
+      ),
+    );
+    const results = await Promise.all(Array.from({ length: 20 }, () => send(t!)));
+    assert.deepEqual(
+      results.map((r) => r.status),
+      Array(20).fill(200),
+    );
+    const retried = results.filter((r) => r.route?.includes('attempt=2'));
+    assert.ok(retried.length >= 5, `expected about half the requests to need a retry, got ${retried.length}`);
+    assert.ok(retried.every((r) => r.route!.includes(`node=${b}`)));
+  });
+
+  it('passes a 503 through when no other node could take a retry', async () => {
+    fleet.nodes[0]!.setFaults({ error_rate: 1, error_status: 503 });
+    t = await startTestSluice(config([fleet.urls[0]!]));
+    const r = await send(t);
+    assert.equal(r.status, 503);
+    assert.match(r.text, /"error"/);
+  });
+
+  it('never retries once response bytes went to the client', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    t = await startTestSluice(config([a, b]));
+    const before = fleet.nodes[0]!.stats().injectedDrops + fleet.nodes[1]!.stats().injectedDrops;
+    const r = await send(t, chat({ 'x-sim-drop-after': '2' }, { stream: true }));
+    assert.equal(r.status, 200);
+    assert.match(r.text, /data: \{"error"/);
+    const after = fleet.nodes[0]!.stats().injectedDrops + fleet.nodes[1]!.stats().injectedDrops;
+    assert.equal(after - before, 1, 'exactly one attempt was made');
+  });
+
+  it('keeps upstream attempts within the retry budget when every node fails', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    for (const n of fleet.nodes.slice(0, 2)) n.setFaults({ error_rate: 1, error_status: 503 });
+    t = await startTestSluice(
+      config(
+        [a, b],
+        '    health: { outlier: { consecutive_failures: 0 } }\n    retry_budget: { percent: 20, min_per_second: 5 }',
+        '    retries: { max: 3, base_backoff_ms: 1, max_backoff_ms: 2 }',
+      ),
+    );
+    const errorsBefore = fleet.nodes[0]!.stats().injectedErrors + fleet.nodes[1]!.stats().injectedErrors;
+    const started = performance.now();
+    const requests = 300;
+    let sent = 0;
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (sent < requests) {
+          sent++;
+          const r = await send(t!);
+          assert.equal(r.status, 503);
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    const attempts =
+      fleet.nodes[0]!.stats().injectedErrors + fleet.nodes[1]!.stats().injectedErrors - errorsBefore;
+    const bound = 1.2 * requests + 5 + 5 * seconds;
+    assert.ok(
+      attempts <= bound,
+      `${attempts} upstream attempts for ${requests} requests (bound ${bound.toFixed(0)})`,
+    );
+    assert.ok(attempts > requests, 'some retries were made');
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+    assert.match(metrics, /sluice_pool_retry_budget_refused_total\{pool="gpu"\} [1-9]/);
+  });
+
+  it('ejects a failing node after exactly its failure threshold and keeps success at 100% with retries', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    t = await startTestSluice(
+      config([a, b], '    health: { outlier: { consecutive_failures: 3, base_ejection_ms: 60000 } }'),
+    );
+    for (let i = 0; i < 10; i++) assert.equal((await send(t)).status, 200);
+    fleet.nodes[0]!.setFaults({ error_rate: 1, error_status: 500 });
+    const before = fleet.nodes[0]!.stats().injectedErrors;
+    let ok = 0;
+    for (let i = 0; i < 50; i++) if ((await send(t)).status === 200) ok++;
+    assert.equal(ok, 50);
+    assert.equal(
+      fleet.nodes[0]!.stats().injectedErrors - before,
+      3,
+      'the node saw exactly threshold failures',
+    );
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+    assert.ok(metrics.includes(`sluice_upstream_available{node="${a}"} 0`));
+  });
+
+  it('takes a node whose health check fails out of rotation, and brings it back', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    t = await startTestSluice(
+      config(
+        [a, b],
+        '    health:\n      active: { interval_ms: 20, timeout_ms: 200, unhealthy_threshold: 2, healthy_threshold: 1 }\n      slow_start_ms: 0',
+      ),
+    );
+    const node = [...t.sluice.registry.all()].find((n) => n.id === a)!;
+    fleet.nodes[0]!.setFaults({ unhealthy: true });
+    await waitFor(() => !node.available, 3000, 'node marked unavailable');
+    const before = fleet.nodes[0]!.stats().served;
+    for (let i = 0; i < 10; i++) assert.equal((await send(t)).status, 200);
+    assert.equal(fleet.nodes[0]!.stats().served, before, 'no traffic to the unhealthy node');
+    fleet.nodes[0]!.setFaults({ unhealthy: false });
+    await waitFor(() => node.available, 3000, 'node back');
+  });
+
+  it('answers 503 with Retry-After at once when every node is at its in-flight limit', async () => {
+    t = await startTestSluice(config([fleet.urls[0]!], '    max_in_flight_per_node: 1'));
+    const slow = await fetch(
+      `${t.url}/v1/chat/completions`,
+      chat({ 'x-sim-chunk-delay-ms': '50' }, { stream: true, max_tokens: 10 }),
+    );
+    assert.equal(slow.status, 200);
+    const started = performance.now();
+    const r = await fetch(`${t.url}/v1/chat/completions`, chat());
+    const ms = performance.now() - started;
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get('retry-after'), '1');
+    assert.equal(((await r.json()) as { error: { code: string } }).error.code, 'no_healthy_upstream');
+    assert.ok(ms < 100, `took ${ms.toFixed(1)} ms`);
+    await slow.text();
+  });
+
+  it('hedges a slow attempt to another node and the faster answer wins', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    t = await startTestSluice(
+      config([a, b], '    hedge: { min_samples: 5, min_delay_ms: 30, budget_percent: 100, percentile: 50 }'),
+    );
+    for (let i = 0; i < 20; i++) assert.equal((await send(t)).status, 200);
+    fleet.nodes[0]!.setFaults({ stall_ms: 2000 });
+    const started = performance.now();
+    const results = await Promise.all(Array.from({ length: 4 }, () => send(t!)));
+    const ms = performance.now() - started;
+    assert.deepEqual(
+      results.map((r) => r.status),
+      [200, 200, 200, 200],
+    );
+    assert.ok(ms < 1000, `hedged requests took ${ms.toFixed(0)} ms; the stall is 2000`);
+    assert.ok(results.some((r) => r.route?.includes('hedge')));
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+    assert.match(metrics, /sluice_pool_hedge_wins_total\{pool="gpu"\} [1-9]/);
+  });
+
+  it('reports policy, pool, node, attempt and affinity in x-sluice-route', async () => {
+    t = await startTestSluice(config([fleet.urls[2]!]));
+    const r = await send(t);
+    assert.equal(r.route, `pool=gpu; policy=round-robin; node=${fleet.urls[2]!}; attempt=1; affinity=none`);
+  });
+});
