@@ -10,7 +10,7 @@ import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
-import { RetryOn, type Route } from '../route/route-table.js';
+import type { Route } from '../route/route-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { Attempt, type Controller, type UpstreamHeaders } from './attempt.js';
 import { nowMs } from './clock.js';

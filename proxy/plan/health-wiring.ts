@@ -39,6 +39,7 @@ export function healthOptions(pc: PoolConfig, onEvent?: (e: HealthEvent) => void
             maxWaiting: h.scrape.max_waiting,
             maxKvUsage: h.scrape.max_kv_usage,
           },
+    onEvent,
   };
 }
 

@@ -242,7 +242,10 @@ void describe('missing keys', () => {
   void it('asks for a pool or a split on a route that has neither', () => {
     const error = onlyErrorOf(yamlLines(...BASE_LINES, '  - name: models', '    match: {path: /v1/models}'));
     assert.deepEqual(placesOf([error]), ['8:5 routes[1]']);
-    assert.equal(error.message, 'missing pool: name the pool that serves the route (or a split across pools)');
+    assert.equal(
+      error.message,
+      'missing pool: name the pool that serves the route (or a split across pools)',
+    );
   });
 
   void it('reports an empty file as such', () => {
