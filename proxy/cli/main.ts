@@ -14,6 +14,8 @@ commands:
                           with four simulated GPU nodes)
   check FILE [FILE...]    validate config files; exit 1 with file:line:col errors
   sim --nodes N --port P  run simulated GPU inference nodes on consecutive ports
+  loadtest SCENARIO.yaml  run a load-test scenario (see docs/loadtesting.md);
+  loadtest compare A B    compare two result files side by side
   version                 print the version
 `;
 
@@ -30,6 +32,10 @@ export async function main(argv: string[]): Promise<number> {
     case 'sim': {
       const { runSimCli } = await import('../../loadtest/sim/cli.js');
       return runSimCli(rest);
+    }
+    case 'loadtest': {
+      const { runLoadtestCli } = await import('../../loadtest/cli.js');
+      return runLoadtestCli(rest);
     }
     case 'version':
     case '--version': {

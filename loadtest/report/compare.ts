@@ -1,0 +1,137 @@
+/**
+ * `sluice loadtest compare a.json b.json`: two results side by side with the ratio b / a for each
+ * figure (throughput, errors, latency percentiles, cache hit rate, node balance, Sluice CPU, per-tenant
+ * tails), for A/B comparisons of configs. Reads result files; computes; formats.
+ */
+
+import { readFile } from 'node:fs/promises';
+import { LoadtestError, LoadtestErrorCode } from '../loadtest-error.js';
+import { RESULT_FORMAT, type LatencySummary, type LoadtestResult } from './result.js';
+import { fmtNum, fmtPct, textTable } from './text-table.js';
+
+/** One compared figure. */
+export interface CompareRow {
+  metric: string;
+  a: number | null;
+  b: number | null;
+  /** b / a; null when either is missing or a is 0. */
+  ratio: number | null;
+  /** How to print the values. */
+  unit: 'ms' | 'per_s' | 'fraction' | 'us' | 'count';
+}
+
+/** b / a, or null when undefined. */
+export function ratioOf(a: number | null, b: number | null): number | null {
+  return a === null || b === null || a === 0 ? null : b / a;
+}
+
+function row(metric: string, unit: CompareRow['unit'], a: number | null, b: number | null): CompareRow {
+  return { metric, a, b, ratio: ratioOf(a, b), unit };
+}
+
+function latencyRows(name: string, a: LatencySummary, b: LatencySummary): CompareRow[] {
+  if (a.count === 0 && b.count === 0) return [];
+  return [
+    row(`${name} p50`, 'ms', a.p50_ms, b.p50_ms),
+    row(`${name} p90`, 'ms', a.p90_ms, b.p90_ms),
+    row(`${name} p99`, 'ms', a.p99_ms, b.p99_ms),
+    row(`${name} p99.9`, 'ms', a.p999_ms, b.p999_ms),
+    row(`${name} max`, 'ms', a.max_ms, b.max_ms),
+  ];
+}
+
+function errorRate(r: LoadtestResult): number {
+  return r.requests.total === 0 ? 0 : r.requests.errors / r.requests.total;
+}
+
+function maxShare(r: LoadtestResult): number | null {
+  return r.nodes.length === 0 ? null : Math.max(...r.nodes.map((n) => n.share));
+}
+
+function meanUtilisation(r: LoadtestResult): number | null {
+  const u = r.nodes.map((n) => n.utilisation).filter((x) => x !== null);
+  return u.length === 0 ? null : u.reduce((s, x) => s + x, 0) / u.length;
+}
+
+/** The figures of `a` and `b` side by side. Tenants are matched by name. */
+export function compareResults(a: LoadtestResult, b: LoadtestResult): CompareRow[] {
+  const rows: CompareRow[] = [
+    row('ok requests/s', 'per_s', a.requests.ok_per_s, b.requests.ok_per_s),
+    row('offered requests/s', 'per_s', a.requests.offered_per_s, b.requests.offered_per_s),
+    row('error rate', 'fraction', errorRate(a), errorRate(b)),
+    ...latencyRows('e2e', a.latency_ms.e2e, b.latency_ms.e2e),
+    ...latencyRows('TTFT', a.latency_ms.ttft, b.latency_ms.ttft),
+  ];
+  if (a.latency_ms.itl.count > 0 || b.latency_ms.itl.count > 0) {
+    rows.push(row('inter-token p50', 'ms', a.latency_ms.itl.p50_ms, b.latency_ms.itl.p50_ms));
+    rows.push(row('inter-token p99', 'ms', a.latency_ms.itl.p99_ms, b.latency_ms.itl.p99_ms));
+  }
+  rows.push(row('prefix cache hit rate', 'fraction', a.prefix_cache.hit_rate, b.prefix_cache.hit_rate));
+  rows.push(row('mean node utilisation', 'fraction', meanUtilisation(a), meanUtilisation(b)));
+  rows.push(row('busiest node share', 'fraction', maxShare(a), maxShare(b)));
+  rows.push(
+    row(
+      'sluice CPU µs/request',
+      'us',
+      a.target.sluice_cpu_us_per_request,
+      b.target.sluice_cpu_us_per_request,
+    ),
+  );
+  for (const ta of a.tenants) {
+    const tb = b.tenants.find((t) => t.name === ta.name);
+    if (tb === undefined || a.tenants.length < 2) continue;
+    rows.push(row(`tenant ${ta.name} e2e p99`, 'ms', ta.e2e_p99_ms, tb.e2e_p99_ms));
+    if (ta.ttft_p99_ms !== null || tb.ttft_p99_ms !== null)
+      rows.push(row(`tenant ${ta.name} TTFT p99`, 'ms', ta.ttft_p99_ms, tb.ttft_p99_ms));
+  }
+  return rows;
+}
+
+function fmt(v: number | null, unit: CompareRow['unit']): string {
+  if (v === null) return '-';
+  if (unit === 'fraction') return fmtPct(v);
+  if (unit === 'ms') return v < 10 ? v.toFixed(2) : v < 1000 ? v.toFixed(1) : v.toFixed(0);
+  return fmtNum(v);
+}
+
+/** The comparison as lines: a header naming both runs, then one row per figure. */
+export function renderComparison(
+  a: LoadtestResult,
+  b: LoadtestResult,
+  rows: readonly CompareRow[],
+): string[] {
+  const label = (r: LoadtestResult): string => `${r.scenario}/${r.variant}`;
+  const table = [['metric', `a: ${label(a)}`, `b: ${label(b)}`, 'b/a']];
+  for (const r of rows)
+    table.push([
+      r.unit === 'ms' ? `${r.metric} (ms)` : r.metric,
+      fmt(r.a, r.unit),
+      fmt(r.b, r.unit),
+      r.ratio === null ? '-' : r.ratio.toFixed(2),
+    ]);
+  return textTable(table);
+}
+
+/** Reads and checks a result file; rejects with `SLUICE_LOADTEST_RESULT_INVALID`. */
+export async function readResult(file: string): Promise<LoadtestResult> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new LoadtestError(
+      LoadtestErrorCode.resultInvalid,
+      `cannot read result ${file}: ${(err as Error).message}`,
+    );
+  }
+  if (
+    typeof parsed !== 'object' ||
+    parsed === null ||
+    (parsed as { format?: unknown }).format !== RESULT_FORMAT
+  ) {
+    throw new LoadtestError(
+      LoadtestErrorCode.resultInvalid,
+      `${file} is not a loadtest result (expected "format": "${RESULT_FORMAT}")`,
+    );
+  }
+  return parsed as LoadtestResult;
+}

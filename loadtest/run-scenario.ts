@@ -1,0 +1,171 @@
+/**
+ * Runs a loaded scenario: for each variant, starts its simulated fleet and its Sluice child, checks
+ * the target answers, runs the warm-up and the measured phase with the right driver (open loop,
+ * closed loop with the SSE client, or autocannon), samples the nodes' counters around the measured
+ * phase and builds the result. Everything it starts it stops, whatever happens.
+ */
+
+import { HttpSender } from './client/http-sender.js';
+import { checkReachable } from './client/preflight.js';
+import { runAutocannonLoop } from './drive/autocannon-loop.js';
+import { runClosedLoop } from './drive/closed-loop.js';
+import { offeredRate, runOpenLoop } from './drive/open-loop.js';
+import type { Phase } from './drive/phase.js';
+import { startProgress } from './drive/progress.js';
+import { Recorder } from './drive/recorder.js';
+import { startFleet, type FleetHandle } from './env/fleet-handle.js';
+import { freePort } from './env/free-port.js';
+import { metricsProbe, type NodeProbe, type NodeSample } from './env/node-probe.js';
+import { startSluiceChild, type SluiceChild } from './env/sluice-process.js';
+import { LoadtestError, LoadtestErrorCode } from './loadtest-error.js';
+import { buildResult } from './report/build-result.js';
+import type { LoadtestResult } from './report/result.js';
+import { expandTemplate } from './scenario/sluice-config-template.js';
+import type { RunSpec, Scenario } from './scenario/scenario-types.js';
+import { RequestSource } from './workload/request-source.js';
+
+/** Options of a run. */
+export interface RunOptions {
+  /** Run only this variant (by name); default: every variant in turn. */
+  variant?: string;
+  /** Replaces the scenario's `duration_s`. */
+  durationS?: number;
+  /** Receives progress and status lines; default none. */
+  log?: (line: string) => void;
+  /** Stops sending early (e.g. on Ctrl-C); the results so far are reported. */
+  signal?: AbortSignal;
+}
+
+/** Context length assumed for targets whose profile is unknown, tokens. */
+const UNKNOWN_MAX_MODEL_LEN = 32_768;
+
+type Driver = LoadtestResult['load']['driver'];
+
+function driverFor(spec: RunSpec): Driver {
+  if (spec.load.mode === 'open') return 'open-loop';
+  const streams = spec.workload.mix.some((m) => m.kind === 'chat' && m.stream);
+  return streams ? 'closed-loop' : 'autocannon';
+}
+
+async function runPhase(spec: RunSpec, driver: Driver, phase: Phase, origins: string[]): Promise<void> {
+  if (driver === 'open-loop') return runOpenLoop(phase, spec.workload, spec.load, spec.seed);
+  if (driver === 'closed-loop') return runClosedLoop(phase, spec.load.connections);
+  return runAutocannonLoop(phase, origins, spec.load.connections, spec.timeoutMs);
+}
+
+/** Runs one variant; resolves to its result, or rejects with a `LoadtestError` (refused target, start failure). */
+export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<LoadtestResult> {
+  const log = opts.log ?? (() => undefined);
+  const signal = opts.signal ?? new AbortController().signal;
+  const durationMs = (opts.durationS ?? spec.durationS) * 1000;
+  let fleet: FleetHandle | null = null;
+  let sluice: SluiceChild | null = null;
+  let sender: HttpSender | null = null;
+  try {
+    if (spec.fleet !== null) {
+      fleet = await startFleet(spec.fleet);
+      log(
+        `fleet: ${spec.fleet.nodes} nodes (${spec.fleet.profile.name}, ${spec.fleet.process}) at ${fleet.urls.join(' ')}`,
+      );
+    }
+    if (spec.sluice !== null) {
+      const text = expandTemplate(spec.sluice.template, {
+        nodeUrls: fleet?.urls ?? [],
+        port: await freePort(),
+        adminPort: await freePort(),
+      });
+      sluice = await startSluiceChild(text, spec.sluice.listener);
+      log(`sluice: pid ${sluice.pid ?? '?'} listening on ${sluice.url}`);
+    }
+    const origins =
+      sluice !== null ? [sluice.url] : spec.target !== null ? [spec.target] : (fleet?.urls ?? []);
+    const targetKind = sluice !== null ? 'sluice' : spec.target !== null ? 'external' : 'direct';
+    const probe: NodeProbe | null =
+      fleet?.probe ?? (spec.nodeMetrics.length > 0 ? metricsProbe(spec.nodeMetrics, null) : null);
+    for (const origin of origins) await checkReachable(origin);
+
+    const driver = driverFor(spec);
+    const source = new RequestSource(
+      spec.workload,
+      spec.seed,
+      spec.fleet?.profile.max_model_len ?? UNKNOWN_MAX_MODEL_LEN,
+    );
+    const connections = spec.load.mode === 'open' ? spec.load.maxInFlight : spec.load.connections;
+    sender = new HttpSender(origins, connections, spec.timeoutMs);
+    const label = `${spec.scenario}/${spec.variant}`;
+    const makePhase = (ms: number, recorder: Recorder): Phase => ({
+      source,
+      sender: sender as HttpSender,
+      recorder,
+      durationMs: ms,
+      maxRequests: spec.maxRequests,
+      drainMs: spec.drainS * 1000,
+      signal,
+      stoppedAt: null,
+    });
+    const inFlight = driver === 'autocannon' ? () => null : () => sender?.active ?? 0;
+    if (spec.warmupS > 0 && !signal.aborted) {
+      const warm = new Recorder(spec.workload.tenants.length, performance.now());
+      const stop = startProgress(`${label} warm-up`, warm, spec.warmupS * 1000, inFlight, log);
+      await runPhase(spec, driver, makePhase(spec.warmupS * 1000, warm), origins).finally(stop);
+      if (warm.targetRefused()) throw refused(origins);
+    }
+    const before: NodeSample[] = (await probe?.sample()) ?? [];
+    const cpuBefore = (await sluice?.cpuSeconds()) ?? null;
+    const startedAt = new Date();
+    const recorder = new Recorder(spec.workload.tenants.length, performance.now());
+    const phase = makePhase(durationMs, recorder);
+    const stop = startProgress(label, recorder, durationMs, inFlight, log);
+    await runPhase(spec, driver, phase, origins).finally(stop);
+    const wallMs = performance.now() - recorder.phaseStart;
+    const after: NodeSample[] = (await probe?.sample()) ?? [];
+    const cpuAfter = (await sluice?.cpuSeconds()) ?? null;
+    if (recorder.targetRefused()) throw refused(origins);
+    const sendingMs = (phase.stoppedAt ?? recorder.phaseStart + durationMs) - recorder.phaseStart;
+    return buildResult(recorder, {
+      spec,
+      driver,
+      offeredRate: spec.load.mode === 'open' ? offeredRate(spec.workload, spec.load) : null,
+      startedAt,
+      sendingMs: Math.max(1, sendingMs),
+      wallMs,
+      targetKind,
+      targetUrls: origins,
+      sluiceCpuS: cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore,
+      nodesBefore: before,
+      nodesAfter: after,
+      source: source.stats(),
+      stoppedEarly: signal.aborted ? 'interrupted' : null,
+    });
+  } finally {
+    sender?.abortAll();
+    await sender?.close();
+    await sluice?.stop();
+    await fleet?.close();
+  }
+}
+
+function refused(origins: string[]): LoadtestError {
+  return new LoadtestError(
+    LoadtestErrorCode.targetRefused,
+    `${origins.join(', ')} refused every connection (ECONNREFUSED) and nothing succeeded; the run was stopped`,
+  );
+}
+
+/** Runs the scenario's variants in turn (or the one named in `opts.variant`). */
+export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Promise<LoadtestResult[]> {
+  const runs =
+    opts.variant === undefined ? scenario.runs : scenario.runs.filter((r) => r.variant === opts.variant);
+  if (runs.length === 0) {
+    throw new LoadtestError(
+      LoadtestErrorCode.usage,
+      `scenario ${scenario.name} has no variant "${opts.variant ?? ''}"; variants: ${scenario.runs.map((r) => r.variant).join(', ')}`,
+    );
+  }
+  const results: LoadtestResult[] = [];
+  for (const spec of runs) {
+    if (opts.signal?.aborted === true) break;
+    results.push(await runVariant(spec, opts));
+  }
+  return results;
+}
