@@ -48,6 +48,8 @@ export class Recorder {
   readonly itl = createLatencyHistogram();
   /** Actual send time minus intended send time (open loop): the generator's own lateness. */
   readonly sendLag = createLatencyHistogram();
+  /** Intended send to the answer of failed requests that got an HTTP answer (e.g. a fast 503). */
+  readonly errorE2e = createLatencyHistogram();
   /** Responses by HTTP status code. */
   readonly statuses = new Map<number, number>();
   /** Failures by category (see `Outcome.error`, plus `client_overflow`). */
@@ -96,6 +98,7 @@ export class Recorder {
     if (outcome.status !== 0) this.statuses.set(outcome.status, (this.statuses.get(outcome.status) ?? 0) + 1);
     this.streamTokens += outcome.tokens;
     if (outcome.error !== null) {
+      if (outcome.status !== 0) recordMs(this.errorE2e, outcome.endAt - intendedAt);
       this.fail(outcome.error, tenant, kind, bucket);
       return;
     }

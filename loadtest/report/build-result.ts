@@ -156,6 +156,7 @@ export function buildResult(rec: Recorder, facts: RunFacts): LoadtestResult {
       ttft: summarize(rec.ttft),
       itl: summarize(rec.itl),
       send_lag: summarize(rec.sendLag),
+      error_e2e: summarize(rec.errorE2e),
     },
     statuses: Object.fromEntries(
       [...rec.statuses.entries()].sort((a, b) => a[0] - b[0]).map(([k, v]) => [String(k), v]),

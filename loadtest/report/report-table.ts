@@ -75,6 +75,7 @@ export function renderReport(r: LoadtestResult): string[] {
   ];
   if (l.ttft.count > 0) rows.push(latencyRow('TTFT', l.ttft));
   if (l.itl.count > 0) rows.push(latencyRow('inter-token', l.itl));
+  if (l.error_e2e !== undefined && l.error_e2e.count > 0) rows.push(latencyRow('error answers', l.error_e2e));
   out.push(...textTable(rows), '');
   out.push(`statuses: ${counts(r.statuses)}`, `errors:   ${counts(r.errors)}`, '');
   out.push(...groupTable('tenant', r.tenants), '');

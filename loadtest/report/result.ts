@@ -118,6 +118,8 @@ export interface LoadtestResult {
     itl: LatencySummary;
     /** Open loop: how late the generator sent requests. */
     send_lag: LatencySummary;
+    /** Intended send to the answer, for requests answered with an error status (rejections). */
+    error_e2e?: LatencySummary;
   };
   /** Responses by HTTP status. */
   statuses: Record<string, number>;
