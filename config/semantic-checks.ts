@@ -92,6 +92,37 @@ function checkAffinity(data: Json, issues: ConfigIssue[]): void {
   }
 }
 
+/** Tenant names are unique, the anonymous tenant exists, and what needs it is configured. */
+function checkTenants(data: Json, issues: ConfigIssue[]): void {
+  const names = entries(data['tenants']).flatMap(([, t]) => text(t, 'name') ?? []);
+  const anonymous = text(data, 'anonymous_tenant');
+  if (anonymous !== undefined && !names.includes(anonymous)) {
+    issues.push({
+      path: ['anonymous_tenant'],
+      anchor: 'value',
+      message: `unknown tenant ${JSON.stringify(anonymous)}; defined tenants: ${names.join(', ') || '(none)'}`,
+    });
+  }
+  for (const [index, route] of entries(data['routes'])) {
+    if (route['allow_anonymous'] === true && anonymous === undefined) {
+      issues.push({
+        path: ['routes', index, 'allow_anonymous'],
+        anchor: 'value',
+        message:
+          'allow_anonymous needs anonymous_tenant: name the tenant that requests without a key are served as',
+      });
+    }
+  }
+  const limits = data['rate_limits'];
+  if (isRecord(limits) && limits['store'] === 'redis' && !isRecord(limits['redis'])) {
+    issues.push({
+      path: ['rate_limits'],
+      anchor: 'value',
+      message: 'store redis needs a redis section with its url',
+    });
+  }
+}
+
 /** Every pool a route names (pool, split, fallback, mirror) exists; a route has pool or split. */
 function checkRoutePools(data: Json, issues: ConfigIssue[]): void {
   const pools = [...new Set(entries(data['pools']).flatMap(([, pool]) => text(pool, 'name') ?? []))];
@@ -295,6 +326,8 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkUniqueNames(data, 'listeners', 'listener', issues);
   checkUniqueNames(data, 'pools', 'pool', issues);
   checkUniqueNames(data, 'routes', 'route', issues);
+  checkUniqueNames(data, 'tenants', 'tenant', issues);
+  checkTenants(data, issues);
   checkRoutePools(data, issues);
   checkAffinity(data, issues);
   const used = checkListenerPorts(data, view, issues);

@@ -57,6 +57,8 @@ export interface BalanceConfig {
   kind: 'round-robin' | 'least-request' | 'least-response-time' | 'consistent-hash';
   /** consistent-hash: a node above (1 + epsilon) × mean load is skipped. Default 0.25. */
   epsilon?: number;
+  /** consistent-hash: in-flight tokens under which a node keeps its keys. Default 16384. */
+  spill_floor_tokens?: number;
   /** consistent-hash: ring points per unit of weight. Default 100. */
   points_per_weight?: number;
   /** least-response-time: half-life of the TTFB average, ms. Default 10000. */
@@ -133,6 +135,8 @@ export interface PoolConfig {
   retry_budget: RetryBudgetConfig;
   /** Absent: no hedging. */
   hedge?: HedgeConfig;
+  /** Absent: no queueing (an overloaded pool answers 503 at once). */
+  admission?: AdmissionConfig;
 }
 
 /** Conditions a request must meet; all given conditions must hold. */
@@ -195,6 +199,8 @@ export interface RouteConfig {
   retries: RetryConfig;
   /** Add `x-sluice-route` (policy, pool, node, attempt, affinity) to responses. Default false. */
   route_header: boolean;
+  /** With tenants configured: serve requests without a key as `anonymous_tenant`. Default false. */
+  allow_anonymous: boolean;
   /**
    * Per-route override of the pool's timeouts (fields merged over the pool's). `connect_ms` is a
    * pool setting only: connections belong to the pool's nodes.
@@ -221,6 +227,72 @@ export interface ServerConfig {
   reload_debounce_ms: number;
 }
 
+/** Limits of one scope; an absent field is no limit. */
+export interface LimitsConfig {
+  requests_per_minute?: number;
+  tokens_per_minute?: number;
+  /** Requests in flight at once, per Sluice instance. */
+  max_concurrent?: number;
+}
+
+export interface TenantLimitsConfig extends LimitsConfig {
+  /** Extra limits for requests to one model (the JSON body's `model`). */
+  models?: Record<string, LimitsConfig>;
+}
+
+/** A tenant: who may call, how urgent its requests are, its fair share, its limits. */
+export interface TenantConfig {
+  name: string;
+  /** API keys, by environment variable or SHA-256 digest; never in plain text. */
+  keys: ({ env: string } | { sha256: string })[];
+  /** Admission class: higher is dequeued first and shed last. Default 0. */
+  priority: number;
+  /** Fair share inside its class. Default 1. */
+  weight: number;
+  limits?: TenantLimitsConfig;
+}
+
+export interface RedisLimitsConfig {
+  url: string;
+  key_prefix: string;
+  fail_mode: 'open' | 'closed';
+  timeout_ms: number;
+  connect_timeout_ms: number;
+  reconnect_max_delay_ms: number;
+  time: 'server' | 'client';
+}
+
+export interface RateLimitsConfig {
+  /** `memory` (one process, exact) or `redis` (shared by instances). Default memory. */
+  store: 'memory' | 'redis';
+  redis?: RedisLimitsConfig;
+  /** Limits of every tenant without its own. */
+  defaults?: TenantLimitsConfig;
+  /** Completion budget assumed when a request sets no max_tokens. Default 1024. */
+  default_max_tokens: number;
+  max_retry_after_ms: number;
+}
+
+/** Admission control of a pool: bounded queue, deadlines, priorities, fair sharing. */
+export interface AdmissionConfig {
+  max_in_flight_per_node: number;
+  max_queue: number;
+  max_wait_ms: number;
+  /** Deadline of requests without `x-request-deadline-ms`; 0 = none. */
+  default_deadline_ms: number;
+  max_deadline_ms: number;
+  /** What a tenant's fair share counts. */
+  fairness: 'requests' | 'tokens';
+  adaptive?: {
+    min_limit: number;
+    max_limit?: number;
+    tolerance: number;
+    smoothing: number;
+    short_window: number;
+    long_window: number;
+  };
+}
+
 export interface SluiceConfig {
   listeners: ListenerConfig[];
   admin: AdminConfig;
@@ -228,4 +300,9 @@ export interface SluiceConfig {
   pools: PoolConfig[];
   routes: RouteConfig[];
   simulator?: SimulatorConfig;
+  /** Absent: no authentication, no limits (every request is anonymous). */
+  tenants?: TenantConfig[];
+  /** Tenant of requests that present no key, on routes that allow it. */
+  anonymous_tenant?: string;
+  rate_limits: RateLimitsConfig;
 }

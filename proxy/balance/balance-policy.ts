@@ -58,6 +58,8 @@ export interface BalancePolicy {
 export interface BalanceOptions {
   /** consistent-hash: bounded-load factor; a node above (1 + epsilon) × mean load is skipped. */
   epsilon?: number;
+  /** consistent-hash: in-flight work (tokens) under which a node keeps its keys whatever its share. */
+  spillFloorTokens?: number;
   /** consistent-hash: ring points per unit of weight. */
   pointsPerWeight?: number;
   /** least-response-time: EWMA decay half-life of the TTFB average, ms. */

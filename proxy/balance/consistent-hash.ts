@@ -15,6 +15,13 @@ import type { UpstreamNode } from '../upstream/upstream-node.js';
 /** Default bounded-load factor: no node takes a request while above 1.25 × its fair share. */
 export const DEFAULT_EPSILON = 0.25;
 
+/**
+ * Default spill floor, tokens: below this much in-flight work a node keeps its keys whatever the
+ * other nodes carry. A GPU batches a few requests at little cost, while a spilled request loses its
+ * KV-cache prefix; without a floor, two requests for one idle pool's same node would already spill.
+ */
+export const DEFAULT_SPILL_FLOOR_TOKENS = 16_384;
+
 /** Options of `consistent-hash`; `seed` only feeds the least-request fallback for keyless requests. */
 export type ConsistentHashOptions = LeastRequestOptions;
 
@@ -25,6 +32,8 @@ export class ConsistentHashPolicy implements BalancePolicy {
   private readonly ring: HashRing;
   /** Bounded-load factor (unitless, >= 0; Infinity turns the bound off). */
   private readonly epsilon: number;
+  /** In-flight work under which a node is never skipped, tokens. */
+  private readonly spillFloor: number;
   /** Places requests that carry no affinity key. */
   private readonly keyless: LeastRequestPolicy;
   /** Scratch per slot for the pick in progress: effective weight (0 = not a candidate). */
@@ -38,6 +47,8 @@ export class ConsistentHashPolicy implements BalancePolicy {
     this.table = new MemberTable(members);
     const eps = options.epsilon;
     this.epsilon = eps !== undefined && eps >= 0 ? eps : DEFAULT_EPSILON;
+    const floor = options.spillFloorTokens;
+    this.spillFloor = floor !== undefined && floor >= 0 ? floor : DEFAULT_SPILL_FLOOR_TOKENS;
     const ppw = options.pointsPerWeight;
     const pointsPerWeight = ppw !== undefined && ppw > 0 && ppw < Infinity ? ppw : DEFAULT_POINTS_PER_WEIGHT;
     this.ring = new HashRing(
@@ -53,7 +64,9 @@ export class ConsistentHashPolicy implements BalancePolicy {
   /**
    * Without a key: least-request, outcome `none`. With a key: the first node clockwise from the
    * key's hash that is a candidate (eligible, untried, effective weight > 0) and whose in-flight
-   * work is below its bound, `(1 + epsilon) × (poolInFlightCost + cost) × effW / poolEffW`; outcome
+   * work is below its bound, `(1 + epsilon) × (poolInFlightCost + cost) × effW / poolEffW`, or below
+   * the spill floor (`spillFloorTokens`: a lightly loaded node keeps its keys, unless it is in slow
+   * start); outcome
    * `hit` when that is the key's home node (the owner of its first point), `spill` otherwise. The
    * bound is checked on the load before this request, as in the paper (a node at zero load always
    * qualifies), so a node ends at most one request above it. If no candidate is within its bound
@@ -109,7 +122,10 @@ export class ConsistentHashPolicy implements BalancePolicy {
       if (visited[slot] === stamp) continue;
       visited[slot] = stamp;
       const w = cand[slot]!;
-      if (w > 0 && nodes[slot]!.inFlightCost < perWeight * w) {
+      const node = nodes[slot]!;
+      const load = node.inFlightCost;
+      // The floor is for nodes at full weight; one in slow start is held to the bound alone.
+      if (w > 0 && (load < perWeight * w || (load < this.spillFloor && node.weightFactor >= 1))) {
         chosen = slot;
         break;
       }
@@ -141,7 +157,8 @@ export class ConsistentHashPolicy implements BalancePolicy {
 
 /**
  * Factory for the `consistent-hash` kind. Options: `epsilon` (default 0.25; `Infinity` disables the
- * load bound), `pointsPerWeight` (default 100 ring points per unit of weight). The mapping depends
+ * load bound), `spillFloorTokens` (default 16384; 0 applies the bound at any load),
+ * `pointsPerWeight` (default 100 ring points per unit of weight). The mapping depends
  * only on node ids, weights and `pointsPerWeight`: `test/balance/consistent-hash.golden.json` pins it.
  *
  * @example

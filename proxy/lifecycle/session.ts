@@ -18,6 +18,14 @@ import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
 import { responseHeaders } from './headers.js';
 import { MirrorRequest } from './mirror.js';
+import { AdmissionGate, type GateOwner } from './admission-gate.js';
+import { requestDeadline, type AdmissionRejection } from '../admission/admission-ticket.js';
+import type { RateLimitDecision } from '../ratelimit/rate-limit-decision.js';
+import { rateLimitHeaders, rateLimitMessage } from '../ratelimit/rate-limit-headers.js';
+import { estimateRequestTokens } from '../ratelimit/token-estimate.js';
+import { extractApiKey } from '../tenant/api-key.js';
+import type { Tenant } from '../tenant/tenant-table.js';
+import { parseUsageTokens } from './usage-tail.js';
 import { estimateCost, parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
@@ -34,7 +42,7 @@ export interface SessionHost {
 const NO_NODES: readonly UpstreamNode[] = [];
 const UNPARSED = Symbol('unparsed');
 
-export class Session implements PickRequest, AffinitySource {
+export class Session implements PickRequest, AffinitySource, GateOwner {
   readonly host: SessionHost;
   readonly plan: Plan;
   readonly downstream: Downstream;
@@ -54,8 +62,20 @@ export class Session implements PickRequest, AffinitySource {
   body: Buffer | null = null;
   /** Arrival time, ms (monotonic). */
   readonly startMs: number;
-  /** The calling tenant, when known. */
-  tenant: string | null = null;
+  /** The calling tenant's name ('' without tenants). */
+  tenant = '';
+  /** The calling tenant, when tenants are configured. */
+  tenantInfo: Tenant | null = null;
+  /** The rate-limit decision that admitted the request, when limits apply. */
+  private limit: RateLimitDecision | null = null;
+  /** The request's place in its pool's admission queue, when the pool has one. */
+  private gate: AdmissionGate | null = null;
+  /** True once the first attempt was dispatched. */
+  private dispatched = false;
+  /** The last response chunks (references, no copies), scanned for `usage` at the end. */
+  private tail0: Buffer | null = null;
+  private tail1: Buffer | null = null;
+  private tail2: Buffer | null = null;
   route: Route | null = null;
   /** The pool serving the request (after split and fallbacks). */
   pool: Pool | null = null;
@@ -144,10 +164,123 @@ export class Session implements PickRequest, AffinitySource {
       return;
     }
     this.route = route;
+    const tp = this.plan.tenants;
+    if (tp.table !== null) {
+      const t = tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
+      if (t === null) {
+        this.host.stats.countRejected(Errors.invalidApiKey.id);
+        this.fail(
+          Errors.invalidApiKey,
+          'Incorrect or missing API key. Send it as "Authorization: Bearer <key>".',
+        );
+        return;
+      }
+      this.tenantInfo = t;
+      this.tenant = t.name;
+      const limits = tp.limits[t.index];
+      if (tp.limiter !== null && limits !== undefined) {
+        const e = estimateRequestTokens(this.json(), tp.defaultMaxTokens);
+        const d = tp.limiter.check(limits, this.model(), e.prompt + e.maxTokens);
+        if (d instanceof Promise) {
+          // The Redis store answers asynchronously (within its timeout); the client may leave meanwhile.
+          void d.then((decision) => {
+            if (this.onLimitDecision(decision)) this.admit();
+          });
+          return;
+        }
+        if (!this.onLimitDecision(d)) return;
+      }
+    }
+    this.admit();
+  }
+
+  /** Applies a rate-limit decision; false when the request was refused (answered). */
+  private onLimitDecision(d: RateLimitDecision): boolean {
+    const limiter = this.plan.tenants.limiter!;
+    if (this.finished) {
+      if (d.allowed) limiter.refund(d);
+      limiter.release(d);
+      return false;
+    }
+    if (!d.allowed) {
+      const kind =
+        d.reason === 'tokens'
+          ? Errors.rateLimitTokens
+          : d.reason === 'unavailable'
+            ? Errors.rateLimitUnavailable
+            : Errors.rateLimitRequests;
+      this.host.stats.countRejected(kind.id);
+      this.fail(kind, rateLimitMessage(d), rateLimitHeaders(d));
+      return false;
+    }
+    this.limit = d;
+    return true;
+  }
+
+  /** Chooses the pool and passes its admission control, then dispatches. */
+  private admit(): void {
+    // HOT
+    const route = this.route!;
     const pool = route.choosePool(this);
     this.usePool(pool);
-    pool.state.retryBudget.deposit();
-    pool.state.hedgeBudget?.deposit();
+    const state = pool.state;
+    const ctl = state.admission;
+    if (ctl !== null) {
+      const a = state.admissionSettings!;
+      const t = this.tenantInfo;
+      const now = nowMs();
+      const gate = new AdmissionGate(
+        this,
+        ctl,
+        this.tenant,
+        t === null ? 1 : t.weight,
+        t === null ? 0 : t.priority,
+        requestDeadline(this.header('x-request-deadline-ms'), now, a.defaultDeadlineMs, a.maxDeadlineMs),
+        a.fairTokens ? this.cost : 1,
+      );
+      this.gate = gate;
+      const r = ctl.offer(gate);
+      if (r === 'queued') return;
+      if (r !== 'admitted') {
+        this.onAdmissionRejected(r);
+        return;
+      }
+      gate.admit(now);
+    }
+    this.dispatchFirst();
+  }
+
+  /** A queued request got its slot. */
+  onAdmitted(): void {
+    if (this.finished) return;
+    this.gate?.admit(nowMs());
+    this.dispatchFirst();
+  }
+
+  /** Admission turned the request away (queue full, waited too long, deadline passed). */
+  onAdmissionRejected(r: AdmissionRejection): void {
+    const kind = r.reason === 'deadline' ? Errors.deadlineExceeded : Errors.overloaded;
+    this.host.stats.countRejected(kind.id);
+    const ms = Math.max(1, Math.ceil(r.retryAfterMs));
+    const message =
+      r.reason === 'deadline'
+        ? 'The request deadline passed before a GPU node could take it.'
+        : `Pool ${this.pool!.name} is overloaded (${r.reason}); retry after ${ms} ms.`;
+    this.fail(kind, message, [
+      'retry-after',
+      String(Math.max(1, Math.ceil(ms / 1000))),
+      'retry-after-ms',
+      String(ms),
+    ]);
+  }
+
+  private dispatchFirst(): void {
+    // HOT
+    const route = this.route!;
+    const state = this.pool!.state;
+    this.dispatched = true;
+    state.retryBudget.deposit();
+    state.hedgeBudget?.deposit();
     const total = route.timeouts.totalMs;
     if (total > 0) this.totalTimer = setTimeout(onTotalTimeout, total, this);
     const mirror = route.mirror;
@@ -277,6 +410,7 @@ export class Session implements PickRequest, AffinitySource {
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
     this.status = status;
     const out = responseHeaders(headers, this.id);
+    if (this.limit !== null) rateLimitHeaders(this.limit, out);
     if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
     // While draining, tell the client not to reuse the connection (uWS closes it when the drain ends).
     if (this.host.draining) out.push('connection', 'close');
@@ -286,6 +420,11 @@ export class Session implements PickRequest, AffinitySource {
   attemptData(att: Attempt, controller: Controller, chunk: Buffer): void {
     // HOT
     if (att !== this.winner || this.finished) return;
+    if (this.limit !== null) {
+      this.tail0 = this.tail1;
+      this.tail1 = this.tail2;
+      this.tail2 = chunk;
+    }
     if (!this.downstream.write(chunk)) controller.pause();
   }
 
@@ -476,6 +615,7 @@ export class Session implements PickRequest, AffinitySource {
     if (this.finished) return;
     this.status = kind.status;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
+    if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     this.downstream.reply(
       kind.status,
       headers,
@@ -492,10 +632,23 @@ export class Session implements PickRequest, AffinitySource {
     if (this.totalTimer !== null) clearTimeout(this.totalTimer);
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
+    const now = nowMs();
+    this.gate?.close(now);
+    const d = this.limit;
+    if (d !== null) {
+      const limiter = this.plan.tenants.limiter!;
+      if (!this.dispatched) limiter.refund(d);
+      else {
+        const used = parseUsageTokens(this.tail0, this.tail1, this.tail2);
+        if (used >= 0) limiter.reconcile(d, used);
+      }
+      limiter.release(d);
+      this.tail0 = this.tail1 = this.tail2 = null;
+    }
     const route = this.route;
     if (route !== null) {
       route.stats.count(this.status);
-      route.stats.duration.recordMs(nowMs() - this.startMs);
+      route.stats.duration.recordMs(now - this.startMs);
     }
     this.plan.release();
     this.host.sessionDone(this);

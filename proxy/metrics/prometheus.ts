@@ -6,6 +6,7 @@ import type { StatsRegistry } from './stats.js';
 import type { LatencyRecorder } from './latency-recorder.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import type { PoolState } from '../pool/pool-state.js';
+import type { RateLimiterCounters } from '../ratelimit/rate-limiter.js';
 
 const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 
@@ -14,6 +15,8 @@ export interface MetricsSource {
   stats: StatsRegistry;
   nodes: Iterable<UpstreamNode>;
   pools: Iterable<PoolState>;
+  /** The rate limiter's counters, null when no tenants are configured. */
+  limiter: RateLimiterCounters | null;
   configVersion: number;
   draining: boolean;
 }
@@ -127,6 +130,57 @@ export function renderPrometheus(src: MetricsSource): string {
   for (const n of nodes)
     if (n.ttfbEwmaMs >= 0)
       out.push(`sluice_upstream_ttfb_ewma_seconds{node="${label(n.id)}"} ${n.ttfbEwmaMs / 1000}`);
+  const admission = pools.filter((p) => p.admission !== null);
+  if (admission.length > 0) {
+    out.push(
+      '# HELP sluice_admission_total Admission decisions by pool and outcome.',
+      '# TYPE sluice_admission_total counter',
+    );
+    for (const p of admission) {
+      const c = p.admission!.counters;
+      const pool = label(p.name);
+      const rows: [string, number][] = [
+        ['admitted', c.admittedImmediately],
+        ['admitted_from_queue', c.admittedFromQueue],
+        ['queued', c.queued],
+        ['cancelled', c.cancelled],
+        ['rejected_queue_full', c.rejectedQueueFull],
+        ['rejected_evicted', c.rejectedEvicted],
+        ['rejected_queue_timeout', c.rejectedQueueTimeout],
+        ['rejected_deadline', c.rejectedDeadline],
+      ];
+      for (const [outcome, n] of rows)
+        out.push(`sluice_admission_total{pool="${pool}",outcome="${outcome}"} ${n}`);
+    }
+    out.push(
+      '# HELP sluice_admission_queued Requests waiting in the admission queue.',
+      '# TYPE sluice_admission_queued gauge',
+    );
+    for (const p of admission)
+      out.push(`sluice_admission_queued{pool="${label(p.name)}"} ${p.admission!.queued}`);
+    out.push(
+      '# HELP sluice_admission_limit Current in-flight limit of the pool.',
+      '# TYPE sluice_admission_limit gauge',
+    );
+    for (const p of admission)
+      out.push(`sluice_admission_limit{pool="${label(p.name)}"} ${p.admission!.limit}`);
+  }
+  const lc = src.limiter;
+  if (lc !== null) {
+    out.push(
+      '# HELP sluice_ratelimit_total Rate-limit decisions by outcome.',
+      '# TYPE sluice_ratelimit_total counter',
+    );
+    const rows: [string, number][] = [
+      ['admitted', lc.admitted],
+      ['admitted_degraded', lc.admittedDegraded],
+      ['rejected_requests', lc.rejectedRequests],
+      ['rejected_tokens', lc.rejectedTokens],
+      ['rejected_concurrency', lc.rejectedConcurrency],
+      ['rejected_unavailable', lc.rejectedUnavailable],
+    ];
+    for (const [outcome, n] of rows) out.push(`sluice_ratelimit_total{outcome="${outcome}"} ${n}`);
+  }
   const mirrors = [...stats.mirrors.values()];
   if (mirrors.length > 0) {
     out.push(

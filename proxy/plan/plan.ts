@@ -20,6 +20,7 @@ import type { NodeRegistry } from '../upstream/node-registry.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { attachHealth } from './health-wiring.js';
 import type { RuntimeState } from './runtime-state.js';
+import { compileTenantPlan, type TenantPlan } from './tenant-wiring.js';
 
 /** Balancing policies by YAML kind. */
 const POLICIES: Record<PoolConfig['balance']['kind'], BalancePolicyFactory> = {
@@ -47,6 +48,8 @@ export class Plan {
   readonly appliedAt: Date;
   readonly routes: RouteTable;
   readonly pools: ReadonlyMap<string, Pool>;
+  /** Tenants, their limits and the rate limiter (fields null when no tenants are configured). */
+  readonly tenants: TenantPlan;
   /** Requests holding this plan. */
   inFlight = 0;
   private retired = false;
@@ -61,6 +64,7 @@ export class Plan {
     pools: ReadonlyMap<string, Pool>,
     nodes: readonly UpstreamNode[],
     registry: NodeRegistry,
+    tenants: TenantPlan,
   ) {
     this.version = version;
     this.config = config;
@@ -70,6 +74,7 @@ export class Plan {
     this.pools = pools;
     this.nodes = nodes;
     this.registry = registry;
+    this.tenants = tenants;
   }
 
   /** Called when a request starts on this plan. */
@@ -115,8 +120,9 @@ export interface CompileContext {
 }
 
 /**
- * Compiles a validated config into a plan. Throws only on a broken invariant (the loader's
- * semantic checks guarantee every route names known pools and every policy kind exists). Shared
+ * Compiles a validated config into a plan. Throws on what the loader cannot check (a tenant key's
+ * environment variable missing) and on broken invariants (the loader's semantic checks guarantee
+ * every route names known pools and every policy kind exists). Shared
  * state (pool budgets, health trackers) is reconfigured for the new plan as a side effect, so call
  * it only for a config that will be applied.
  */
@@ -126,6 +132,12 @@ export function compilePlan(
   digest: string,
   ctx: CompileContext,
 ): Plan {
+  // First: it may throw (a missing key variable, bad limits) and has no side effects worth undoing.
+  const tenants = compileTenantPlan(
+    config,
+    () => ctx.runtime.rateLimiter(config.rate_limits, ctx.log),
+    ctx.log,
+  );
   const pools = new Map<string, Pool>();
   const nodes: UpstreamNode[] = [];
   for (const pc of config.pools) {
@@ -195,5 +207,5 @@ export function compilePlan(
     );
   });
   ctx.runtime.retain(new Set(pools.keys()), new Set(config.routes.map((r) => r.name)));
-  return new Plan(version, config, digest, new RouteTable(routes), pools, nodes, ctx.registry);
+  return new Plan(version, config, digest, new RouteTable(routes), pools, nodes, ctx.registry, tenants);
 }

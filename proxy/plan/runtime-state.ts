@@ -4,13 +4,41 @@
  * these in place; a pool or route that disappears has its state closed when the plan that still
  * used it is applied.
  */
-import type { PoolConfig } from '../../config/types.js';
+import type { PoolConfig, RateLimitsConfig } from '../../config/types.js';
+import { InProcessStore } from '../ratelimit/in-process-store.js';
+import { RateLimiter } from '../ratelimit/rate-limiter.js';
+import { RedisStore } from '../ratelimit/redis-store.js';
+import type { Logger } from '../runtime/logger.js';
 import { PoolState } from '../pool/pool-state.js';
 import { StickyTable } from '../route/sticky-table.js';
 
 export class RuntimeState {
   readonly pools = new Map<string, PoolState>();
   readonly sticky = new Map<string, StickyTable>();
+  /** The process-wide rate limiter (its store and counters outlive reloads); null until needed. */
+  limiter: RateLimiter | null = null;
+
+  /** The rate limiter, created on first use with the store the config names. */
+  rateLimiter(config: RateLimitsConfig, log: Logger): RateLimiter {
+    if (this.limiter === null) {
+      const r = config.redis;
+      const store =
+        config.store === 'redis' && r !== undefined
+          ? new RedisStore({
+              url: r.url,
+              keyPrefix: r.key_prefix,
+              failMode: r.fail_mode,
+              timeoutMs: r.timeout_ms,
+              connectTimeoutMs: r.connect_timeout_ms,
+              reconnectMaxDelayMs: r.reconnect_max_delay_ms,
+              time: r.time,
+              logger: log,
+            })
+          : new InProcessStore();
+      this.limiter = new RateLimiter({ store, logger: log });
+    }
+    return this.limiter;
+  }
 
   /** The state of pool `config.name`, created or reconfigured. */
   poolState(config: PoolConfig): PoolState {
@@ -45,8 +73,11 @@ export class RuntimeState {
     for (const name of this.sticky.keys()) if (!routes.has(name)) this.sticky.delete(name);
   }
 
-  /** Stops every timer (shutdown). */
-  close(): void {
+  /** Stops every timer and closes the rate-limit store (shutdown). */
+  async close(): Promise<void> {
     for (const s of this.pools.values()) s.close();
+    const store = this.limiter?.store;
+    this.limiter = null;
+    if (store instanceof RedisStore) await store.close();
   }
 }

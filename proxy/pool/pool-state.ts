@@ -5,6 +5,7 @@
  */
 import type { PoolConfig } from '../../config/types.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { AdmissionController } from '../admission/admission-controller.js';
 import { TokenBudget } from './token-budget.js';
 import { TtfbWindow } from './ttfb-window.js';
 
@@ -31,6 +32,11 @@ export class PoolState {
   hedge: HedgeSettings | null = null;
   ttfb: TtfbWindow;
   health: HealthSink | null = null;
+  /** The pool's admission queue; null when the pool has no `admission` section. */
+  admission: AdmissionController | null = null;
+  /** Admission settings read per request. */
+  admissionSettings: { defaultDeadlineMs: number; maxDeadlineMs: number; fairTokens: boolean } | null = null;
+  private admissionKey = '';
   /** Requests that found no eligible node here (before fallbacks). */
   noNode = 0;
   /** Requests served by a fallback pool instead of this one. */
@@ -53,6 +59,7 @@ export class PoolState {
 
   /** Applies a (re)loaded config; budgets and windows are rebuilt only when their settings change. */
   configure(config: PoolConfig): void {
+    this.configureAdmission(config);
     const key = JSON.stringify([config.retry_budget, config.hedge ?? null]);
     if (key === this.configured) return;
     this.configured = key;
@@ -72,10 +79,54 @@ export class PoolState {
     this.healthEvents.set(kind, (this.healthEvents.get(kind) ?? 0) + 1);
   }
 
+  private configureAdmission(config: PoolConfig): void {
+    const a = config.admission;
+    if (a === undefined) {
+      // Queued requests are rejected ('closed'); admitted ones release into the closed controller.
+      this.admission?.close();
+      this.admission = null;
+      this.admissionSettings = null;
+      this.admissionKey = '';
+      return;
+    }
+    this.admissionSettings = {
+      defaultDeadlineMs: a.default_deadline_ms > 0 ? a.default_deadline_ms : Infinity,
+      maxDeadlineMs: a.max_deadline_ms,
+      fairTokens: a.fairness === 'tokens',
+    };
+    const key = JSON.stringify([a.max_queue, a.max_wait_ms, a.adaptive ?? null]);
+    if (this.admission !== null && key === this.admissionKey) {
+      this.admission.setCapacity(a.max_in_flight_per_node, config.nodes.length);
+      return;
+    }
+    this.admission?.close();
+    this.admissionKey = key;
+    const ad = a.adaptive;
+    this.admission = new AdmissionController({
+      maxInFlightPerNode: a.max_in_flight_per_node,
+      nodes: config.nodes.length,
+      maxQueue: a.max_queue,
+      maxWaitMs: a.max_wait_ms,
+      adaptive:
+        ad === undefined
+          ? null
+          : {
+              minLimit: ad.min_limit,
+              maxLimit: ad.max_limit,
+              tolerance: ad.tolerance,
+              smoothing: ad.smoothing,
+              shortWindow: ad.short_window,
+              longWindow: ad.long_window,
+            },
+    });
+  }
+
   /** Stops timers owned by the pool (its health tracker). */
   close(): void {
     this.health?.close();
     this.health = null;
+    this.admission?.close();
+    this.admission = null;
   }
 
   /**

@@ -66,6 +66,8 @@ export class Route {
   readonly retries: ResolvedRetries;
   /** Add `x-sluice-route` to responses. */
   readonly routeHeader: boolean;
+  /** Requests without an API key are served as the anonymous tenant. */
+  readonly allowAnonymous: boolean;
   readonly timeouts: ResolvedTimeouts;
   readonly stats: RouteStats;
   /** Exact path, or null. */
@@ -89,6 +91,7 @@ export class Route {
     this.mirror = targets.mirror;
     this.retries = targets.retries;
     this.routeHeader = targets.routeHeader;
+    this.allowAnonymous = config.allow_anonymous;
     this.stats = stats;
     const t = { ...poolTimeouts, ...config.timeouts };
     this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };

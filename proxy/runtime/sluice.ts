@@ -44,7 +44,13 @@ export class ConfigInvalidError extends Error {
 
 /** Parts of the config that bind sockets or processes; a reload cannot change them. */
 function restartOnly(c: SluiceConfig): string {
-  return JSON.stringify([c.listeners, c.admin, c.simulator ?? null]);
+  return JSON.stringify([
+    c.listeners,
+    c.admin,
+    c.simulator ?? null,
+    c.rate_limits.store,
+    c.rate_limits.redis ?? null,
+  ]);
 }
 
 export class Sluice {
@@ -103,6 +109,7 @@ export class Sluice {
             stats: this.stats,
             nodes: this.registry.all(),
             pools: this.runtime.pools.values(),
+            limiter: this.runtime.limiter?.counters ?? null,
             configVersion: this.plan.version,
             draining: this.server?.draining ?? false,
           }),
@@ -184,7 +191,7 @@ export class Sluice {
       return { result: 'unchanged', version: this.plan.version, errors: [] };
     if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
       return this.rejectReload([
-        `${this.configPath}: listeners, admin and simulator cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}: listeners, admin, simulator and the rate-limit store cannot change while running; restart Sluice to apply them`,
       ]);
     }
     const old = this.plan;
@@ -228,7 +235,7 @@ export class Sluice {
     this.server?.closeNow();
     await this.admin?.close();
     this.admin = null;
-    this.runtime.close();
+    await this.runtime.close();
     await this.registry.destroyAll();
     await this.sim?.close();
     this.sim = null;

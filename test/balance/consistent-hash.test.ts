@@ -24,7 +24,8 @@ import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { runPolicyConformance } from './conformance.js';
 import { TestFleet, request } from './fleet.js';
 
-const seeded: ConsistentHashOptions = { seed: 7 };
+// The shared suite and the bound tests below check the bound itself, so the spill floor is off.
+const seeded: ConsistentHashOptions = { seed: 7, spillFloorTokens: 0 };
 runPolicyConformance('consistent-hash', createConsistentHash, seeded);
 
 const fleet = new TestFleet();
@@ -145,7 +146,7 @@ describe('consistent-hash policy', () => {
 
   it('spills an overloaded home node to the next node on the ring, outcome spill', () => {
     const ms = equalMembers(4);
-    const policy = createConsistentHash(ms, {});
+    const policy = createConsistentHash(ms, { spillFloorTokens: 0 });
     const key = 'session-42';
     const order = ringOrder(ms, key);
     const home = order[0]!;
@@ -159,6 +160,22 @@ describe('consistent-hash policy', () => {
     order[1]!.inFlightCost = 8000;
     assert.equal(policy.pick(req, []), order[2]);
     assert.equal(req.affinityOutcome, 'spill');
+  });
+
+  it('keeps a key on a home node below the spill floor even above its share, unless it is in slow start', () => {
+    const ms = equalMembers(4);
+    const policy = createConsistentHash(ms, { spillFloorTokens: 10_000 });
+    const order = ringOrder(ms, 'session-9');
+    const req = request('session-9', 1000);
+    order[0]!.inFlightCost = 8000; // far above its share of the pool's 9000, below the floor
+    assert.equal(policy.pick(req, []), order[0]);
+    assert.equal(req.affinityOutcome, 'hit');
+    order[0]!.inFlightCost = 12_000; // above the floor: the bound applies
+    assert.equal(policy.pick(req, []), order[1]);
+    assert.equal(req.affinityOutcome, 'spill');
+    order[0]!.inFlightCost = 8000;
+    order[0]!.weightFactor = 0.5; // slow start: no floor
+    assert.equal(policy.pick(req, []), order[1]);
   });
 
   it('keeps the key on its home node while every node carries the same load', () => {
@@ -186,7 +203,7 @@ describe('consistent-hash policy', () => {
     const weights = [1, 2, 1, 1, 3, 1];
     const ms = fleet.members(...weights);
     const epsilon = 0.25;
-    const policy = createConsistentHash(ms, { epsilon });
+    const policy = createConsistentHash(ms, { epsilon, spillFloorTokens: 0 });
     const rng = new Xorshift32(99);
     const req = request();
     for (let round = 0; round < 3000; round++) {

@@ -128,8 +128,10 @@ void describe('config/examples', () => {
             max_retry_after_ms: 2000,
           },
           route_header: false,
+          allow_anonymous: false,
         },
       ],
+      rate_limits: { store: 'memory', default_max_tokens: 1024, max_retry_after_ms: 60000 },
     });
   });
 

@@ -1,0 +1,330 @@
+/**
+ * Per-pool admission control: at most `limit` requests in flight (max per node × nodes, or less
+ * when the adaptive limit says so); beyond that a bounded queue with a maximum wait and per-request
+ * deadlines; strict priority between classes; weighted fair queuing across tenants within a class.
+ * Every decision is synchronous and O(log n); a rejection is immediate, a queued request is either
+ * admitted or dropped by its expiry timer, never forgotten. It does not dispatch requests itself.
+ *
+ * ```
+ *          offer(ticket)
+ *               │ slot free and nobody queued ─────────────────────────────▶ 'admitted'
+ *               ▼
+ *   ┌─ queue (≤ maxQueue entries) ─────────────────────────────────┐  full: shed the arrival, or
+ *   │ class 10: FairQueue  A: e1 e2   B: e3                        │  evict the newest entry of the
+ *   │ class  0: FairQueue  C: e4 e5 e6   D: e7                     │  heaviest tenant of a lower
+ *   └──────────────────────────────────────────────────────────────┘  class (or of the same class
+ *     ▲ deadline heap (one timer): drops entries at expiry            when the arrival is fairer)
+ *     │
+ *   release(ticket) ─▶ slot freed ─▶ pop: highest class, then weighted round robin ─▶ onAdmitted()
+ * ```
+ */
+import { nowMs } from '../lifecycle/clock.js';
+import type { Logger } from '../runtime/logger.js';
+import { AdaptiveLimit, type AdaptiveLimitOptions } from './adaptive-limit.js';
+import { countRejection, newAdmissionCounters, type AdmissionCounters } from './admission-counters.js';
+import {
+  AdmissionRejectReason,
+  AdmissionRejection,
+  type AdmissionTicket,
+  type OfferResult,
+} from './admission-ticket.js';
+import { DeadlineHeap } from './deadline-heap.js';
+import { QueueEntry } from './fair-queue.js';
+import { PriorityQueue } from './priority-queue.js';
+
+/** Options of `AdmissionController` (YAML: a pool's `admission` section). */
+export interface AdmissionOptions {
+  /** Requests in flight per node, >= 1. Default 64. */
+  maxInFlightPerNode?: number;
+  /** Nodes in the pool (capacity = per node × nodes). Default 1; update with `setCapacity`. */
+  nodes?: number;
+  /** Queued requests across all classes, >= 0 (0: reject as soon as the pool is full). Default 1024. */
+  maxQueue?: number;
+  /** Longest a request may wait in the queue, ms. Default 10 000. */
+  maxWaitMs?: number;
+  /** Gradient limit on top of the static capacity; null or absent: off. */
+  adaptive?: AdaptiveLimitOptions | null;
+  /** Service time assumed for retry estimates before any request completed, ms. Default 1000. */
+  initialServiceTimeMs?: number;
+  /** Ceiling of suggested retry delays, ms. Default 30 000. */
+  maxRetryAfterMs?: number;
+  /** Monotonic clock, ms. Default `performance.now()`. */
+  clock?: () => number;
+  /** Arm a timer for queue expiries. Default true; tests with a manual clock call `expire()`. */
+  timers?: boolean;
+  /** Receives errors thrown by ticket callbacks (a bug in the caller), with the tenant name. */
+  logger?: Logger;
+}
+
+/** Weight of each completed request in the service-time average. */
+const SERVICE_EWMA_ALPHA = 0.1;
+
+export class AdmissionController {
+  readonly counters: AdmissionCounters = newAdmissionCounters();
+  /** The adaptive limit, or null when off. */
+  readonly adaptive: AdaptiveLimit | null;
+  /** Requests admitted and not yet released. */
+  inFlight = 0;
+  /** Static capacity, requests (per node × nodes). */
+  private capacity = 0;
+  /** Effective limit, requests: min(capacity, adaptive limit). */
+  private effectiveLimit = 0;
+  private readonly adaptiveMaxFixed: boolean;
+  private readonly maxQueue: number;
+  private readonly maxWaitMs: number;
+  private readonly maxRetryAfterMs: number;
+  /** Average time from admission to release, ms. */
+  private serviceTimeMs: number;
+  private readonly clock: () => number;
+  private readonly timers: boolean;
+  private readonly logger: Logger | null;
+  private readonly queue = new PriorityQueue();
+  private readonly queuedEntries = new Map<AdmissionTicket, QueueEntry>();
+  /** Admitted tickets → admission time (ms). */
+  private readonly admitted = new Map<AdmissionTicket, number>();
+  private readonly heap = new DeadlineHeap();
+  private timer: NodeJS.Timeout | null = null;
+  /** Expiry the armed timer is for, ms. */
+  private timerAtMs = Infinity;
+  private readonly onTimer: () => void;
+  private draining = false;
+  private closed = false;
+
+  constructor(options: AdmissionOptions = {}) {
+    this.maxQueue = options.maxQueue ?? 1024;
+    this.maxWaitMs = options.maxWaitMs ?? 10_000;
+    this.maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
+    this.serviceTimeMs = options.initialServiceTimeMs ?? 1000;
+    this.clock = options.clock ?? nowMs;
+    this.timers = options.timers ?? true;
+    this.logger = options.logger ?? null;
+    if (!(this.maxQueue >= 0)) throw new Error('admission.max_queue must be >= 0');
+    if (!(this.maxWaitMs >= 0)) throw new Error('admission.max_wait_ms must be >= 0');
+    this.capacity = checkedCapacity(options.maxInFlightPerNode ?? 64, options.nodes ?? 1);
+    const a = options.adaptive ?? null;
+    this.adaptiveMaxFixed = a?.maxLimit !== undefined;
+    this.adaptive = a === null ? null : new AdaptiveLimit({ ...a, maxLimit: a.maxLimit ?? this.capacity });
+    this.effectiveLimit = this.computeLimit();
+    this.onTimer = () => {
+      this.timer = null;
+      this.timerAtMs = Infinity;
+      this.expire();
+    };
+  }
+
+  /** Requests allowed in flight now. */
+  get limit(): number {
+    return this.effectiveLimit;
+  }
+
+  /** Requests waiting in the queue. */
+  get queued(): number {
+    return this.queuedEntries.size;
+  }
+
+  /** Average admission-to-release time, ms (the basis of retry estimates). */
+  get averageServiceTimeMs(): number {
+    return this.serviceTimeMs;
+  }
+
+  /**
+   * Presents a request. Returns `'admitted'` (a slot is held: dispatch now, `release` when done),
+   * `'queued'` (exactly one of `onAdmitted` / `onRejected` follows, unless `cancel` comes first) or
+   * an `AdmissionRejection` (nothing held; reply 503 with its retry delay). Never blocks. A ticket
+   * is offered once; offer a new one for a retry.
+   */
+  offer(t: AdmissionTicket): OfferResult {
+    // HOT
+    const now = this.clock();
+    if (this.closed) return this.rejectNow(AdmissionRejectReason.closed);
+    if (t.deadlineMs <= now) return this.rejectNow(AdmissionRejectReason.deadline);
+    if (this.queuedEntries.size === 0 && this.inFlight < this.effectiveLimit) {
+      this.inFlight++;
+      this.admitted.set(t, now);
+      this.counters.admittedImmediately++;
+      return 'admitted';
+    }
+    let victim: QueueEntry | null = null;
+    if (this.queuedEntries.size >= this.maxQueue) {
+      victim = this.maxQueue === 0 ? null : this.queue.victimFor(t);
+      if (victim === null) return this.rejectNow(AdmissionRejectReason.queueFull);
+      this.unqueue(victim);
+    }
+    const e = new QueueEntry(t, now, this.maxWaitMs);
+    this.queue.push(e);
+    this.queuedEntries.set(t, e);
+    this.heap.push(e);
+    this.counters.queued++;
+    if (e.expiresMs < this.timerAtMs) this.armTimer();
+    if (victim !== null) this.rejectQueued(victim, AdmissionRejectReason.evicted);
+    return 'queued';
+  }
+
+  /**
+   * Frees the slot of an admitted request and admits the next queued one(s). `latencyMs` feeds the
+   * adaptive limit (default: the time since admission). Returns false, changing nothing, for a
+   * ticket that does not hold a slot (never admitted, or already released).
+   */
+  release(t: AdmissionTicket, latencyMs?: number): boolean {
+    // HOT
+    const admittedAt = this.admitted.get(t);
+    if (admittedAt === undefined) return false;
+    this.admitted.delete(t);
+    const inFlightBefore = this.inFlight;
+    this.inFlight--;
+    this.counters.released++;
+    const service = this.clock() - admittedAt;
+    this.serviceTimeMs += (service - this.serviceTimeMs) * SERVICE_EWMA_ALPHA;
+    if (this.adaptive !== null) {
+      this.adaptive.observe(latencyMs ?? service, inFlightBefore);
+      this.effectiveLimit = this.computeLimit();
+    }
+    this.drain();
+    return true;
+  }
+
+  /**
+   * Withdraws a queued request whose client went away; no callback follows. Returns false for a
+   * ticket that is not queued (already admitted: `release` it; or already rejected).
+   */
+  cancel(t: AdmissionTicket): boolean {
+    const e = this.queuedEntries.get(t);
+    if (e === undefined) return false;
+    this.unqueue(e);
+    this.counters.cancelled++;
+    return true;
+  }
+
+  /** New static capacity (reload, nodes added or removed). Admits queued requests if it grew. */
+  setCapacity(maxInFlightPerNode: number, nodes: number): void {
+    this.capacity = checkedCapacity(maxInFlightPerNode, nodes);
+    if (this.adaptive !== null && !this.adaptiveMaxFixed) {
+      this.adaptive.maxLimit = Math.max(this.adaptive.minLimit, this.capacity);
+      if (this.adaptive.estimate > this.adaptive.maxLimit) this.adaptive.estimate = this.adaptive.maxLimit;
+    }
+    this.effectiveLimit = this.computeLimit();
+    this.drain();
+  }
+
+  /**
+   * Drops every queued request whose expiry (deadline or max wait) has come. Runs from the expiry
+   * timer; tests with a manual clock call it directly.
+   */
+  expire(): void {
+    const now = this.clock();
+    for (let e = this.heap.peek(); e !== null && e.expiresMs <= now; e = this.heap.peek()) {
+      this.unqueue(e);
+      this.rejectQueued(
+        e,
+        e.byDeadline ? AdmissionRejectReason.deadline : AdmissionRejectReason.queueTimeout,
+      );
+    }
+    this.armTimer();
+  }
+
+  /** Rejects everything queued and every later offer (`closed`). Admitted requests may still be released. */
+  close(): void {
+    this.closed = true;
+    for (const e of [...this.queuedEntries.values()]) {
+      this.unqueue(e);
+      this.rejectQueued(e, AdmissionRejectReason.closed);
+    }
+    this.armTimer();
+  }
+
+  /** The suggested retry delay for a request that would now stand behind `ahead` others, ms. */
+  retryAfterMs(ahead: number): number {
+    const ms = (this.serviceTimeMs * (ahead + 1)) / Math.max(1, this.effectiveLimit);
+    return ms < 1 ? 1 : ms > this.maxRetryAfterMs ? this.maxRetryAfterMs : Math.ceil(ms);
+  }
+
+  private drain(): void {
+    // HOT
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.queuedEntries.size > 0 && this.inFlight < this.effectiveLimit) {
+        const e = this.queue.pop()!;
+        this.queuedEntries.delete(e.ticket);
+        this.heap.remove(e);
+        const now = this.clock();
+        if (e.expiresMs <= now) {
+          // The timer has not fired yet, but a late request is not served.
+          this.rejectQueued(
+            e,
+            e.byDeadline ? AdmissionRejectReason.deadline : AdmissionRejectReason.queueTimeout,
+          );
+          continue;
+        }
+        this.inFlight++;
+        this.admitted.set(e.ticket, now);
+        this.counters.admittedFromQueue++;
+        try {
+          e.ticket.onAdmitted();
+        } catch (err) {
+          this.callbackFailed(e.ticket, 'onAdmitted', err);
+        }
+      }
+    } finally {
+      this.draining = false;
+    }
+    this.armTimer();
+  }
+
+  private unqueue(e: QueueEntry): void {
+    if (e.queue !== null) this.queue.remove(e);
+    this.queuedEntries.delete(e.ticket);
+    this.heap.remove(e);
+  }
+
+  private rejectNow(reason: AdmissionRejectReason): AdmissionRejection {
+    countRejection(this.counters, reason);
+    return new AdmissionRejection(reason, this.retryAfterMs(this.queuedEntries.size));
+  }
+
+  private rejectQueued(e: QueueEntry, reason: AdmissionRejectReason): void {
+    countRejection(this.counters, reason);
+    const rejection = new AdmissionRejection(reason, this.retryAfterMs(this.queuedEntries.size));
+    try {
+      e.ticket.onRejected(rejection);
+    } catch (err) {
+      this.callbackFailed(e.ticket, 'onRejected', err);
+    }
+  }
+
+  private computeLimit(): number {
+    return this.adaptive === null ? this.capacity : Math.min(this.capacity, this.adaptive.limit);
+  }
+
+  private armTimer(): void {
+    if (!this.timers) return;
+    const next = this.heap.peek();
+    if (next === null) {
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = null;
+      this.timerAtMs = Infinity;
+      return;
+    }
+    if (this.timer !== null && this.timerAtMs <= next.expiresMs) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    // +1: Node timers have millisecond granularity and may fire a fraction early.
+    const delay = Math.max(0, Math.ceil(next.expiresMs - this.clock()) + 1);
+    // Not unref'd: a queued request is owed an answer even if nothing else keeps the process alive.
+    this.timer = setTimeout(this.onTimer, delay);
+    this.timerAtMs = next.expiresMs;
+  }
+
+  private callbackFailed(t: AdmissionTicket, which: string, err: unknown): void {
+    const why = err instanceof Error ? err.message : String(err);
+    this.logger?.error(`admission: ${which} of a request of tenant ${t.tenant} threw: ${why}`);
+  }
+}
+
+function checkedCapacity(perNode: number, nodes: number): number {
+  if (!Number.isInteger(perNode) || perNode < 1) {
+    throw new Error(`admission.max_in_flight_per_node must be an integer >= 1, got ${String(perNode)}`);
+  }
+  if (!Number.isInteger(nodes) || nodes < 0)
+    throw new Error(`admission: node count must be an integer >= 0, got ${String(nodes)}`);
+  return perNode * nodes;
+}

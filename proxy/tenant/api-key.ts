@@ -1,0 +1,46 @@
+/**
+ * API keys on the wire and at rest: extracting the key a client presented (`Authorization: Bearer`
+ * or `x-api-key`) and computing the SHA-256 digest the tenant table stores. Nothing here logs or
+ * keeps a key; comparison happens in `tenant-table.ts`.
+ */
+import { createHash } from 'node:crypto';
+
+/** Anything that answers a request header by lower-case name (the lifecycle `Session` does). */
+export interface HeaderSource {
+  header(name: string): string | undefined;
+}
+
+const BEARER = 'bearer ';
+
+/**
+ * The API key a request presents, or undefined when it presents none. `Authorization: Bearer <key>`
+ * wins (scheme case-insensitive, surrounding spaces ignored); otherwise `x-api-key`. An
+ * `Authorization` header with another scheme (Basic, ...) is ignored rather than treated as a key.
+ * An empty key counts as none.
+ *
+ * @example
+ * extractApiKey(session); // 'sk-live-...' from "Authorization: Bearer sk-live-..."
+ */
+export function extractApiKey(source: HeaderSource): string | undefined {
+  // HOT
+  const auth = source.header('authorization');
+  if (auth !== undefined) {
+    const value = auth.trim();
+    if (value.length > BEARER.length && value.slice(0, BEARER.length).toLowerCase() === BEARER) {
+      const key = value.slice(BEARER.length).trim();
+      if (key.length > 0) return key;
+    }
+  }
+  const header = source.header('x-api-key');
+  if (header === undefined) return undefined;
+  const key = header.trim();
+  return key.length > 0 ? key : undefined;
+}
+
+/**
+ * The lower-case hex SHA-256 digest of `key` (UTF-8), as written in a tenant's `sha256:` entry.
+ * Operators compute it once (`printf %s "$KEY" | sha256sum`) so the key itself never sits in config.
+ */
+export function apiKeyDigest(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
