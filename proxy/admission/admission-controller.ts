@@ -70,8 +70,8 @@ export class AdmissionController {
   /** Effective limit, requests: min(capacity, adaptive limit). */
   private effectiveLimit = 0;
   private readonly adaptiveMaxFixed: boolean;
-  private readonly maxQueue: number;
-  private readonly maxWaitMs: number;
+  private maxQueue: number;
+  private maxWaitMs: number;
   private readonly maxRetryAfterMs: number;
   /** Average time from admission to release, ms. */
   private serviceTimeMs: number;
@@ -193,6 +193,18 @@ export class AdmissionController {
     this.unqueue(e);
     this.counters.cancelled++;
     return true;
+  }
+
+  /**
+   * New queue bounds (reload), applied in place so queued and admitted requests keep their places
+   * and slots. A smaller queue keeps what it holds (new arrivals see the new bound); a new maximum
+   * wait applies to requests queued from now on.
+   */
+  setQueueLimits(maxQueue: number, maxWaitMs: number): void {
+    if (!(maxQueue >= 0)) throw new Error('admission.max_queue must be >= 0');
+    if (!(maxWaitMs >= 0)) throw new Error('admission.max_wait_ms must be >= 0');
+    this.maxQueue = maxQueue;
+    this.maxWaitMs = maxWaitMs;
   }
 
   /** New static capacity (reload, nodes added or removed). Admits queued requests if it grew. */

@@ -88,7 +88,13 @@ export const Errors = {
   ),
   overloaded: kind('SLUICE_ADMISSION_OVERLOADED', 'internal', 503, 'server_error', 'server_is_overloaded'),
   deadlineExceeded: kind('SLUICE_ADMISSION_DEADLINE', 'internal', 503, 'server_error', 'deadline_exceeded'),
-  badJson: kind('SLUICE_DOWNSTREAM_BAD_JSON', 'downstream', 400, 'invalid_request_error', 'invalid_json'),
+  invalidRequest: kind(
+    'SLUICE_DOWNSTREAM_INVALID_REQUEST',
+    'downstream',
+    400,
+    'invalid_request_error',
+    'invalid_request',
+  ),
   routeNotFound: kind(
     'SLUICE_ROUTE_NOT_FOUND',
     'downstream',

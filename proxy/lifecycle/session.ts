@@ -26,7 +26,7 @@ import { estimateRequestTokens } from '../ratelimit/token-estimate.js';
 import { extractApiKey } from '../tenant/api-key.js';
 import type { Tenant } from '../tenant/tenant-table.js';
 import { parseUsageTokens } from './usage-tail.js';
-import { estimateCost, parseJsonBody } from './request-body.js';
+import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
 
@@ -40,6 +40,8 @@ export interface SessionHost {
 }
 
 const NO_NODES: readonly UpstreamNode[] = [];
+/** Output tokens assumed, for load estimates, of a generation request that sets no max_tokens. */
+const BALANCE_MAX_TOKENS = 256;
 const UNPARSED = Symbol('unparsed');
 
 export class Session implements PickRequest, AffinitySource, GateOwner {
@@ -70,8 +72,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
   private limit: RateLimitDecision | null = null;
   /** The request's place in its pool's admission queue, when the pool has one. */
   private gate: AdmissionGate | null = null;
-  /** True once the first attempt was dispatched. */
-  private dispatched = false;
   /** The last response chunks (references, no copies), scanned for `usage` at the end. */
   private tail0: Buffer | null = null;
   private tail1: Buffer | null = null;
@@ -149,7 +149,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
 
   /** Estimated work of the request in tokens (prompt + max_tokens), at least 1; computed once. */
   get cost(): number {
-    if (this.costTokens === 0) this.costTokens = estimateCost(this.body, this.json());
+    if (this.costTokens === 0) {
+      const e = estimateRequestTokens(this.json(), BALANCE_MAX_TOKENS);
+      const c = e.prompt + e.maxTokens;
+      this.costTokens = c >= 1 ? c : 1;
+    }
     return this.costTokens;
   }
 
@@ -183,9 +187,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
         const d = tp.limiter.check(limits, this.model(), e.prompt + e.maxTokens);
         if (d instanceof Promise) {
           // The Redis store answers asynchronously (within its timeout); the client may leave meanwhile.
-          void d.then((decision) => {
-            if (this.onLimitDecision(decision)) this.admit();
-          });
+          d.then(
+            (decision) => {
+              if (this.onLimitDecision(decision)) this.admit();
+            },
+            (e: unknown) => this.fail(Errors.internal, `rate limit check failed: ${String(e)}`),
+          );
           return;
         }
         if (!this.onLimitDecision(d)) return;
@@ -198,8 +205,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
   private onLimitDecision(d: RateLimitDecision): boolean {
     const limiter = this.plan.tenants.limiter!;
     if (this.finished) {
+      // The client left while the store answered: give back what an admission took.
       if (d.allowed) limiter.refund(d);
-      limiter.release(d);
       return false;
     }
     if (!d.allowed) {
@@ -278,7 +285,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     // HOT
     const route = this.route!;
     const state = this.pool!.state;
-    this.dispatched = true;
     state.retryBudget.deposit();
     state.hedgeBudget?.deposit();
     const total = route.timeouts.totalMs;
@@ -348,7 +354,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
       },
       att,
     );
-    if (!hedge && !this.hedged) {
+    // A dispatch that failed synchronously already ran attemptError (and maybe finished).
+    if (att.released || this.finished) return;
+    // Only the first attempt is hedged, once; retries wait for their own answer.
+    if (this.attempts === 1 && this.hedgeTimer === null) {
       const delay = this.pool!.state.hedgeDelayMs();
       if (delay >= 0) this.hedgeTimer = setTimeout(onHedgeTimer, delay, this);
     }
@@ -366,7 +375,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
   /** The hedge delay passed with the first attempt still waiting for its head. */
   onHedgeTimer(): void {
     this.hedgeTimer = null;
-    if (this.finished || this.winner !== null || this.live !== 1) return;
+    if (this.finished || this.hedged || this.winner !== null || this.live !== 1) return;
     const state = this.pool!.state;
     if (state.hedgeBudget === null || !state.hedgeBudget.tryWithdraw(nowMs())) return;
     this.hedged = true;
@@ -383,21 +392,25 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     const now = nowMs();
     const ttfb = now - att.startMs;
     const pool = this.pool!;
-    recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
     const state = pool.state;
-    state.ttfb.add(ttfb);
     const bit = retryBitForStatus(status);
-    if (bit !== 0) state.health?.recordFailure(att.node, statusReason(status));
+    // A busy node's 429 is not a sign of a broken node; 5xx is.
+    if (status >= 500) state.health?.recordFailure(att.node, statusReason(status));
     else state.health?.recordSuccess(att.node);
     if (bit !== 0 && (this.live > 1 || (this.hasAlternative(att.node) && this.mayRetry(bit)))) {
       // Drain and drop this answer: either the other attempt (a hedge) may still succeed, or a
-      // retry starts when this body ends.
+      // retry starts when this body ends. A fast error is not a response time: no TTFB sample.
       att.discard = true;
       att.retryBit = bit;
       att.retryPlanned = this.live === 1;
       att.retryAfterMs = retryAfterMs(headers['retry-after'], this.route!.retries.maxRetryAfterMs);
       this.lastError = new SluiceError(Errors.upstreamStatus, `upstream node answered ${status}`);
+      if (att.retryPlanned) this.clearHedgeTimer();
       return;
+    }
+    if (bit === 0) {
+      recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
+      state.ttfb.add(ttfb);
     }
     this.winner = att;
     if (att.hedge) state.hedgeWins++;
@@ -454,18 +467,14 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     this.releaseAttempt(att);
     if (this.finished || wasCancelled) return;
     const e = err instanceof SluiceError ? err : classifyUpstreamError(err);
-    att.node.failures++;
-    if (e.kind.source === 'upstream') this.pool!.state.health?.recordFailure(att.node, e.kind.code);
+    // Only the node's own failures count against it (not a request the client made unsendable),
+    // and a drained retryable answer was already counted at its head.
+    if (e.kind.source === 'upstream' && !att.discard) {
+      att.node.failures++;
+      this.pool!.state.health?.recordFailure(att.node, e.kind.code);
+    }
     if (att === this.winner) {
-      // Headers went out: the status is fixed. An SSE client gets an error event before the close;
-      // any other body is cut so the client sees a truncated response rather than a short success.
-      if (this.sse) {
-        this.downstream.write(Buffer.from(errorEvent(e.kind, e.message)));
-        this.downstream.end();
-      } else {
-        this.downstream.destroy();
-      }
-      this.finish();
+      this.endAfterHead(e);
       return;
     }
     this.lastError = e;
@@ -493,12 +502,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
   }
 
   private cancelOthers(winner: Attempt): void {
+    this.clearHedgeTimer();
+    const a = this.first;
+    const b = this.second;
+    if (a !== null && a !== winner && !a.released) a.cancel(new Error('another attempt answered first'));
+    if (b !== null && b !== winner && !b.released) b.cancel(new Error('another attempt answered first'));
+  }
+
+  private clearHedgeTimer(): void {
     if (this.hedgeTimer !== null) {
       clearTimeout(this.hedgeTimer);
       this.hedgeTimer = null;
-    }
-    for (const a of [this.first, this.second]) {
-      if (a !== null && a !== winner && !a.released) a.cancel(new Error('another attempt answered first'));
     }
   }
 
@@ -590,7 +604,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     const w = this.winner;
     if (w !== null) {
       w.cancelled = true;
-      this.attemptErrorAfterHead(w, err);
+      this.releaseAttempt(w);
+      this.endAfterHead(err);
       w.controller?.abort(err);
       return;
     }
@@ -599,8 +614,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     this.second?.cancel(err);
   }
 
-  private attemptErrorAfterHead(att: Attempt, e: SluiceError): void {
-    this.releaseAttempt(att);
+  /**
+   * Ends a response whose head already went out after a failure: the status is fixed. An SSE client
+   * gets an error event before the close; any other body is cut so the client sees a truncated
+   * response rather than a short success.
+   */
+  private endAfterHead(e: SluiceError): void {
     if (this.sse) {
       this.downstream.write(Buffer.from(errorEvent(e.kind, e.message)));
       this.downstream.end();
@@ -637,12 +656,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     const d = this.limit;
     if (d !== null) {
       const limiter = this.plan.tenants.limiter!;
-      if (!this.dispatched) limiter.refund(d);
+      // No node answered (never dispatched, or every attempt failed): charge nothing.
+      if (this.winner === null) limiter.refund(d);
       else {
         const used = parseUsageTokens(this.tail0, this.tail1, this.tail2);
         if (used >= 0) limiter.reconcile(d, used);
+        limiter.release(d);
       }
-      limiter.release(d);
       this.tail0 = this.tail1 = this.tail2 = null;
     }
     const route = this.route;

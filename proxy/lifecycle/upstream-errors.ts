@@ -24,6 +24,10 @@ export function classifyUpstreamError(err: Error): SluiceError {
       return new SluiceError(Errors.ttfbTimeout, 'upstream node sent no response head in time', err);
     case 'UND_ERR_BODY_TIMEOUT':
       return new SluiceError(Errors.idleTimeout, 'upstream node stopped sending the response body', err);
+    case 'UND_ERR_INVALID_ARG':
+      // The client's request cannot be sent as it is (a control byte in a header, a non-ASCII
+      // path, an invalid method): the client's fault, never the node's.
+      return new SluiceError(Errors.invalidRequest, `request cannot be forwarded: ${err.message}`, err);
     case 'UND_ERR_SOCKET':
     case 'ECONNRESET':
     case 'EPIPE':

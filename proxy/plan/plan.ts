@@ -13,6 +13,7 @@ import { createRoundRobin } from '../balance/round-robin.js';
 import { DEFAULT_TTFB_HALF_LIFE_MS } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import { Pool } from '../pool/pool.js';
+import type { PoolState } from '../pool/pool-state.js';
 import { PoolChoice } from '../route/pool-choice.js';
 import { RetryOn, Route, RouteTable, type ResolvedRetries } from '../route/route-table.js';
 import type { Logger } from '../runtime/logger.js';
@@ -52,7 +53,11 @@ export class Plan {
   readonly tenants: TenantPlan;
   /** Requests holding this plan. */
   inFlight = 0;
+  /** States of pools this plan's config removed (the previous plan adopts and closes them). */
+  removedPools: PoolState[] = [];
   private retired = false;
+  /** States of pools a reload removed while this plan still used them; closed with the plan. */
+  private orphans: PoolState[] = [];
   private readonly nodes: readonly UpstreamNode[];
   private readonly registry: NodeRegistry;
 
@@ -93,8 +98,15 @@ export class Plan {
     if (this.inFlight === 0) this.dispose();
   }
 
+  /** Hands over pool states that the next config removed: they close when this plan is done. */
+  adoptOrphans(states: PoolState[]): void {
+    this.orphans.push(...states);
+  }
+
   private dispose(): void {
     for (const n of this.nodes) this.registry.release(n);
+    for (const s of this.orphans) s.close();
+    this.orphans = [];
   }
 }
 
@@ -206,6 +218,8 @@ export function compilePlan(
       ctx.stats.route(rc.name),
     );
   });
-  ctx.runtime.retain(new Set(pools.keys()), new Set(config.routes.map((r) => r.name)));
-  return new Plan(version, config, digest, new RouteTable(routes), pools, nodes, ctx.registry, tenants);
+  const removed = ctx.runtime.retain(new Set(pools.keys()), new Set(config.routes.map((r) => r.name)));
+  const plan = new Plan(version, config, digest, new RouteTable(routes), pools, nodes, ctx.registry, tenants);
+  plan.removedPools = removed;
+  return plan;
 }

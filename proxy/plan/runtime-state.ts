@@ -62,15 +62,21 @@ export class RuntimeState {
     return t;
   }
 
-  /** Forgets pools and routes the new config no longer has. */
-  retain(pools: ReadonlySet<string>, routes: ReadonlySet<string>): void {
+  /**
+   * Forgets pools and routes the new config no longer has. Returns the removed pools' states: the
+   * plan that still uses them closes them when its last request finishes (queued requests there
+   * are served, not dropped, by a reload).
+   */
+  retain(pools: ReadonlySet<string>, routes: ReadonlySet<string>): PoolState[] {
+    const removed: PoolState[] = [];
     for (const [name, s] of this.pools) {
       if (!pools.has(name)) {
-        s.close();
+        removed.push(s);
         this.pools.delete(name);
       }
     }
     for (const name of this.sticky.keys()) if (!routes.has(name)) this.sticky.delete(name);
+    return removed;
   }
 
   /** Stops every timer and closes the rate-limit store (shutdown). */

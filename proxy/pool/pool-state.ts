@@ -82,8 +82,8 @@ export class PoolState {
   private configureAdmission(config: PoolConfig): void {
     const a = config.admission;
     if (a === undefined) {
-      // Queued requests are rejected ('closed'); admitted ones release into the closed controller.
-      this.admission?.close();
+      // New requests are no longer queued; requests already queued or admitted finish on the
+      // controller they started with (it has its own expiry timer and is released into).
       this.admission = null;
       this.admissionSettings = null;
       this.admissionKey = '';
@@ -94,12 +94,14 @@ export class PoolState {
       maxDeadlineMs: a.max_deadline_ms,
       fairTokens: a.fairness === 'tokens',
     };
-    const key = JSON.stringify([a.max_queue, a.max_wait_ms, a.adaptive ?? null]);
+    // Queue bounds and capacity change in place; only a change of the adaptive limit's settings
+    // needs a new controller (the old one keeps serving the requests it admitted or queued).
+    const key = JSON.stringify(a.adaptive ?? null);
     if (this.admission !== null && key === this.admissionKey) {
+      this.admission.setQueueLimits(a.max_queue, a.max_wait_ms);
       this.admission.setCapacity(a.max_in_flight_per_node, config.nodes.length);
       return;
     }
-    this.admission?.close();
     this.admissionKey = key;
     const ad = a.adaptive;
     this.admission = new AdmissionController({

@@ -40,11 +40,6 @@ export class PoolChoice {
     this.sticky = sticky;
   }
 
-  /** The pools of the split (for metrics and the admin API). */
-  get members(): readonly Pool[] {
-    return this.pools;
-  }
-
   /** The pool for this request. */
   choose(src: ChoiceSource): Pool {
     // HOT

@@ -202,6 +202,8 @@ export class Sluice {
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
     this.plan = next;
+    old.adoptOrphans(next.removedPools);
+    next.removedPools = [];
     old.retire();
     this.stats.countReload('applied');
     this.log.info(`config reloaded: version ${next.version} (${loaded.digest.slice(0, 12)})`);

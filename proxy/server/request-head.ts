@@ -52,6 +52,7 @@ let xff = '';
 let connection = '';
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
+const CONTENT_LENGTH = /^\d{1,15}$/;
 
 function onHeader(name: string, value: string): void {
   // HOT
@@ -106,9 +107,10 @@ export function captureHead(req: HttpRequest, remoteAddress: string): RequestHea
   head.framingError = null;
   head.method = req.getCaseSensitiveMethod();
   const path = req.getUrl();
-  const query = req.getQuery();
+  // The uWS build in use returns undefined (not '') when the URL has no query string.
+  const query = req.getQuery() as string | undefined;
   head.path = path;
-  head.url = query === '' ? path : `${path}?${query}`;
+  head.url = query === undefined || query === '' ? path : `${path}?${query}`;
   req.forEach(onHeader);
 
   if (clCount > 1) head.framingError = 'more than one Content-Length header';
@@ -120,7 +122,7 @@ export function captureHead(req: HttpRequest, remoteAddress: string): RequestHea
     head.framingError = hostCount === 0 ? 'missing Host header' : 'more than one Host header';
   head.chunked = teCount === 1;
   head.contentLength = clCount === 1 ? Number(clValue) : -1;
-  if (clCount === 1 && !/^\d{1,15}$/.test(clValue)) head.framingError = 'invalid Content-Length';
+  if (clCount === 1 && !CONTENT_LENGTH.test(clValue)) head.framingError = 'invalid Content-Length';
 
   head.hostName = hostWithoutPort(hostValue);
   if (connection !== '') {

@@ -42,6 +42,7 @@ export class UwsDownstream implements Downstream {
   constructor(res: HttpResponse) {
     this.res = res;
     res.onAborted(() => {
+      if (this.aborted) return;
       this.aborted = true;
       this.listener?.onDownstreamAborted();
     });
@@ -192,7 +193,9 @@ export class UwsDownstream implements Downstream {
     this.ended = true;
     this.res.cork(() => {
       if (this.total >= 0) {
-        // A sized body that came up short: the node broke its own Content-Length.
+        // A sized body that came up short: the node broke its own Content-Length. Marked aborted
+        // first, so the close is not reported back as the client leaving.
+        this.aborted = true;
         this.res.close();
       } else {
         this.res.end();
@@ -203,6 +206,7 @@ export class UwsDownstream implements Downstream {
   destroy(): void {
     if (this.aborted || this.ended) return;
     this.ended = true;
+    // Marked aborted first: the onAborted that close() fires must not report a client abort.
     this.aborted = true;
     this.res.close();
   }

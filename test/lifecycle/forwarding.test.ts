@@ -213,6 +213,25 @@ describe('forwarding through one pool', () => {
     assert.equal(e.url, '/debug/echo?a=1&b=two%20words&c=&a=3');
   });
 
+  it('forwards a path without a query string exactly, with no question mark added', async () => {
+    const res = await fetch(`${t.url}/debug/echo`);
+    const e = (await res.json()) as Echo;
+    assert.equal(e.url, '/debug/echo');
+  });
+
+  it('answers 400 to a request that cannot be forwarded, without counting it against the node', async () => {
+    const node = proxyNode(t, fleet.urls[0]!);
+    const failures = node.failures;
+    const { response, conn } = await rawRequest(
+      t.url,
+      'GET /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nX-Odd: a\x7fb\r\n\r\n',
+    );
+    conn.destroy();
+    assert.equal(response.status, 400);
+    assert.equal((JSON.parse(response.body.toString('utf8')) as OpenAiError).error.code, 'invalid_request');
+    assert.equal(node.failures, failures);
+  });
+
   it('streams SSE events as they arrive instead of buffering the response', async () => {
     const start = performance.now();
     const res = await fetch(`${t.url}/v1/chat/completions`, {

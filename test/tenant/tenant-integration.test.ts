@@ -6,6 +6,7 @@
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
@@ -222,6 +223,33 @@ describe('tenants, limits and admission', () => {
     const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
     assert.match(metrics, /sluice_admission_total\{pool="gpu",outcome="admitted_from_queue"\} 1/);
     assert.match(metrics, /sluice_admission_total\{pool="gpu",outcome="rejected_queue_full"\} 1/);
+  });
+
+  it('keeps queued requests waiting, and then served, across a reload that changes the queue settings', async () => {
+    const yaml = (queue: number): string =>
+      config(
+        fleet.urls,
+        TWO_TENANTS,
+        '',
+        `    admission: { max_in_flight_per_node: 1, max_queue: ${queue} }`,
+      );
+    t = await startTestSluice(yaml(4));
+    const slow = await fetch(
+      `${t.url}/v1/chat/completions`,
+      chat(KEY_A, { stream: true, max_tokens: 6 }, { 'x-sim-chunk-delay-ms': '40' }),
+    );
+    const queued = fetch(`${t.url}/v1/chat/completions`, chat(KEY_B));
+    const ctl = t.sluice.runtime.pools.get('gpu')!.admission!;
+    const deadline = Date.now() + 2000;
+    while (ctl.queued < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(ctl.queued, 1);
+    await writeFile(t.configPath, yaml(8));
+    assert.equal((await t.sluice.reload()).result, 'applied');
+    assert.equal(t.sluice.runtime.pools.get('gpu')!.admission, ctl, 'the same controller, reconfigured');
+    await slow.text();
+    const q = await queued;
+    assert.equal(q.status, 200);
+    await q.arrayBuffer();
   });
 
   it('drops a queued request whose deadline passes with 503 deadline_exceeded instead of serving it late', async () => {
