@@ -182,6 +182,18 @@ export interface MirrorConfig {
   percent: number;
 }
 
+/** Micro-batching of a route's requests. */
+export interface BatchingConfig {
+  mode: 'native' | 'fanout';
+  upstream_path?: string;
+  max_batch_size: number;
+  max_wait_ms: number;
+  target_latency_ms: number;
+  max_concurrent_per_node: number;
+  max_attempts: number;
+  dedup: boolean;
+}
+
 export interface RouteConfig {
   name: string;
   match: RouteMatchConfig;
@@ -201,6 +213,8 @@ export interface RouteConfig {
   route_header: boolean;
   /** With tenants configured: serve requests without a key as `anonymous_tenant`. Default false. */
   allow_anonymous: boolean;
+  /** Absent: each request is its own upstream call. */
+  batching?: BatchingConfig;
   /**
    * Per-route override of the pool's timeouts (fields merged over the pool's). `connect_ms` is a
    * pool setting only: connections belong to the pool's nodes.

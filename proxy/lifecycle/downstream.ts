@@ -12,7 +12,7 @@ export interface Downstream {
    * Sends a complete response. `headers` is flat `[name, value, ...]`. `close` closes the
    * connection after the response (framing errors, draining).
    */
-  reply(status: number, headers: readonly string[], body: string, close: boolean): void;
+  reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void;
   /**
    * Writes the head of a streamed response. `contentLength` is the body size, or -1 when unknown
    * (chunked framing, e.g. SSE). `noBody` for HEAD requests and 204/304.

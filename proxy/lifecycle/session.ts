@@ -26,6 +26,7 @@ import { estimateRequestTokens } from '../ratelimit/token-estimate.js';
 import { extractApiKey } from '../tenant/api-key.js';
 import type { Tenant } from '../tenant/tenant-table.js';
 import { parseUsageTokens } from './usage-tail.js';
+import type { BatchItemSink } from '../batch/batch-item.js';
 import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
@@ -44,7 +45,7 @@ const NO_NODES: readonly UpstreamNode[] = [];
 const BALANCE_MAX_TOKENS = 256;
 const UNPARSED = Symbol('unparsed');
 
-export class Session implements PickRequest, AffinitySource, GateOwner {
+export class Session implements PickRequest, AffinitySource, GateOwner, BatchItemSink {
   readonly host: SessionHost;
   readonly plan: Plan;
   readonly downstream: Downstream;
@@ -76,6 +77,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
   private tail0: Buffer | null = null;
   private tail1: Buffer | null = null;
   private tail2: Buffer | null = null;
+  /** True once a micro-batch answered this request. */
+  private batchAnswered = false;
   route: Route | null = null;
   /** The pool serving the request (after split and fallbacks). */
   pool: Pool | null = null;
@@ -289,6 +292,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     state.hedgeBudget?.deposit();
     const total = route.timeouts.totalMs;
     if (total > 0) this.totalTimer = setTimeout(onTotalTimeout, total, this);
+    const batcher = route.batcher;
+    if (batcher !== null) {
+      const body = this.json();
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        this.fail(Errors.invalidRequest, 'the request body must be a JSON object');
+        return;
+      }
+      // The batcher answers through onBatchResult, exactly once.
+      batcher.submit(body, this, 0);
+      return;
+    }
     const mirror = route.mirror;
     if (mirror !== null && Math.random() < mirror.share) {
       MirrorRequest.send(
@@ -562,6 +576,18 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${att.hedge ? '; hedge' : ''}`;
   }
 
+  /** The micro-batch carrying this request answered (or gave up on) its item. */
+  onBatchResult(_tag: number, status: number, body: Buffer, _attempts: number): void {
+    if (this.finished) return;
+    this.batchAnswered = true;
+    this.status = status;
+    this.tail2 = body;
+    const headers = ['content-type', 'application/json', 'x-request-id', this.id];
+    if (this.limit !== null) rateLimitHeaders(this.limit, headers);
+    this.downstream.reply(status, headers, body, this.host.draining);
+    this.finish();
+  }
+
   // ---- downstream events (called by the server adapter) ----
 
   /** The request body is complete (null when empty): run the request. */
@@ -657,7 +683,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner {
     if (d !== null) {
       const limiter = this.plan.tenants.limiter!;
       // No node answered (never dispatched, or every attempt failed): charge nothing.
-      if (this.winner === null) limiter.refund(d);
+      if (this.winner === null && !this.batchAnswered) limiter.refund(d);
       else {
         const used = parseUsageTokens(this.tail0, this.tail1, this.tail2);
         if (used >= 0) limiter.reconcile(d, used);

@@ -7,6 +7,7 @@ import type { LatencyRecorder } from './latency-recorder.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import type { PoolState } from '../pool/pool-state.js';
 import type { RateLimiterCounters } from '../ratelimit/rate-limiter.js';
+import type { MicroBatcherStats } from '../batch/batch-stats.js';
 
 const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 
@@ -15,6 +16,8 @@ export interface MetricsSource {
   stats: StatsRegistry;
   nodes: Iterable<UpstreamNode>;
   pools: Iterable<PoolState>;
+  /** Micro-batchers of the current plan's routes, by route name. */
+  batchers: [string, MicroBatcherStats][];
   /** The rate limiter's counters, null when no tenants are configured. */
   limiter: RateLimiterCounters | null;
   configVersion: number;
@@ -180,6 +183,29 @@ export function renderPrometheus(src: MetricsSource): string {
       ['rejected_unavailable', lc.rejectedUnavailable],
     ];
     for (const [outcome, n] of rows) out.push(`sluice_ratelimit_total{outcome="${outcome}"} ${n}`);
+  }
+  if (src.batchers.length > 0) {
+    const rows: [string, string, (b: MicroBatcherStats) => number][] = [
+      ['sluice_batch_items_total', 'Items submitted to the micro-batcher.', (b) => b.items],
+      ['sluice_batch_batches_total', 'Micro-batches dispatched.', (b) => b.batches],
+      ['sluice_batch_upstream_calls_total', 'Upstream calls made for micro-batches.', (b) => b.upstreamCalls],
+      [
+        'sluice_batch_idle_pass_through_total',
+        'Items sent at once because the pool was idle.',
+        (b) => b.idlePassThrough,
+      ],
+      [
+        'sluice_batch_deduplicated_total',
+        'Items answered from an identical item in the same window.',
+        (b) => b.deduplicated,
+      ],
+      ['sluice_batch_retries_total', 'Item retries.', (b) => b.retries],
+      ['sluice_batch_failed_items_total', 'Items that ended with an error.', (b) => b.failedItems],
+    ];
+    for (const [name, help, value] of rows) {
+      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+      for (const [route, b] of src.batchers) out.push(`${name}{route="${label(route)}"} ${value(b)}`);
+    }
   }
   const mirrors = [...stats.mirrors.values()];
   if (mirrors.length > 0) {

@@ -15,6 +15,7 @@ import type { StatsRegistry } from '../metrics/stats.js';
 import { Pool } from '../pool/pool.js';
 import type { PoolState } from '../pool/pool-state.js';
 import { PoolChoice } from '../route/pool-choice.js';
+import { createRouteBatcher } from '../route/route-batching.js';
 import { RetryOn, Route, RouteTable, type ResolvedRetries } from '../route/route-table.js';
 import type { Logger } from '../runtime/logger.js';
 import type { NodeRegistry } from '../upstream/node-registry.js';
@@ -104,6 +105,9 @@ export class Plan {
   }
 
   private dispose(): void {
+    // Batchers first: close() drains what they hold (nothing, once no request holds the plan);
+    // the nodes' pools close gracefully after their last call.
+    for (const r of this.routes.routes) if (r.batcher !== null) void r.batcher.close();
     for (const n of this.nodes) this.registry.release(n);
     for (const s of this.orphans) s.close();
     this.orphans = [];
@@ -213,6 +217,16 @@ export function compilePlan(
           rc.mirror === undefined ? null : { pool: poolOf(rc.mirror.pool), share: rc.mirror.percent / 100 },
         retries: resolveRetries(rc),
         routeHeader: rc.route_header,
+        batcher:
+          rc.batching === undefined
+            ? null
+            : createRouteBatcher(
+                rc.name,
+                rc.batching,
+                rc.batching.upstream_path ?? rc.match.path ?? '/v1/embeddings',
+                single ?? poolOf(rc.split![0]!.pool),
+                pc.timeouts,
+              ),
       },
       pc.timeouts,
       ctx.stats.route(rc.name),

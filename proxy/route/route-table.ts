@@ -8,6 +8,7 @@ import type { Pool } from '../pool/pool.js';
 import type { RouteStats } from '../metrics/stats.js';
 import type { Session } from '../lifecycle/session.js';
 import type { PoolChoice } from './pool-choice.js';
+import type { MicroBatcher } from '../batch/micro-batcher.js';
 
 /** What a route retries on, as bits. */
 export const RetryOn = {
@@ -45,6 +46,8 @@ export interface RouteTargets {
   mirror: ResolvedMirror | null;
   retries: ResolvedRetries;
   routeHeader: boolean;
+  /** The route's micro-batcher, or null when requests go upstream one by one. */
+  batcher: MicroBatcher | null;
 }
 
 /** Timeouts resolved for one route, ms (0 = disabled). */
@@ -68,6 +71,8 @@ export class Route {
   readonly routeHeader: boolean;
   /** Requests without an API key are served as the anonymous tenant. */
   readonly allowAnonymous: boolean;
+  /** Micro-batcher of the route, or null. */
+  readonly batcher: MicroBatcher | null;
   readonly timeouts: ResolvedTimeouts;
   readonly stats: RouteStats;
   /** Exact path, or null. */
@@ -92,6 +97,7 @@ export class Route {
     this.retries = targets.retries;
     this.routeHeader = targets.routeHeader;
     this.allowAnonymous = config.allow_anonymous;
+    this.batcher = targets.batcher;
     this.stats = stats;
     const t = { ...poolTimeouts, ...config.timeouts };
     this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };

@@ -8,6 +8,7 @@ import type { SluiceConfig } from '../../config/types.js';
 import type { SimFleet } from '../../loadtest/sim/fleet.js';
 import { AdminServer } from '../admin/admin-server.js';
 import { renderPrometheus } from '../metrics/prometheus.js';
+import type { MicroBatcherStats } from '../batch/batch-stats.js';
 import { StatsRegistry } from '../metrics/stats.js';
 import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
 import { RuntimeState } from '../plan/runtime-state.js';
@@ -110,6 +111,9 @@ export class Sluice {
             nodes: this.registry.all(),
             pools: this.runtime.pools.values(),
             limiter: this.runtime.limiter?.counters ?? null,
+            batchers: this.plan.routes.routes.flatMap((r) =>
+              r.batcher === null ? [] : [[r.name, r.batcher.stats] as [string, MicroBatcherStats]],
+            ),
             configVersion: this.plan.version,
             draining: this.server?.draining ?? false,
           }),

@@ -32,7 +32,7 @@ export class UwsDownstream implements Downstream {
   private endAfterDrain = false;
   private writable: ((offset: number) => boolean) | null = null;
   /** A reply that closes the connection, written on the next turn of the event loop. */
-  private closeReply: { status: number; headers: readonly string[]; body: string } | null = null;
+  private closeReply: { status: number; headers: readonly string[]; body: string | Uint8Array } | null = null;
   /** Body collection state. */
   private bodyBuf: Buffer | null = null;
   private bodyChunks: Buffer[] | null = null;
@@ -96,7 +96,7 @@ export class UwsDownstream implements Downstream {
     this.listener?.onBody(body);
   }
 
-  reply(status: number, headers: readonly string[], body: string, close: boolean): void {
+  reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void {
     if (this.aborted || this.started) return;
     this.started = true;
     this.ended = true;
@@ -111,7 +111,12 @@ export class UwsDownstream implements Downstream {
     this.writeReply(status, headers, body, false);
   }
 
-  private writeReply(status: number, headers: readonly string[], body: string, close: boolean): void {
+  private writeReply(
+    status: number,
+    headers: readonly string[],
+    body: string | Uint8Array,
+    close: boolean,
+  ): void {
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       for (let i = 0; i < headers.length; i += 2) this.res.writeHeader(headers[i]!, headers[i + 1]!);

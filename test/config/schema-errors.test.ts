@@ -56,7 +56,7 @@ void describe('unknown keys', () => {
     );
     assert.equal(
       errors[1]!.message,
-      'unknown key "priority"; allowed keys: name, match, pool, split, pin_header, sticky_header, fallback, mirror, retries, route_header, timeouts, allow_anonymous',
+      'unknown key "priority"; allowed keys: name, match, pool, split, pin_header, sticky_header, fallback, mirror, retries, route_header, timeouts, allow_anonymous, batching',
     );
   });
 
