@@ -1,0 +1,61 @@
+/**
+ * The errors the batch-job and idempotency stores raise on purpose: each has a stable code, the HTTP
+ * status the wiring should send and the OpenAI error `type`/`code`/`param`. Nothing here writes HTTP.
+ */
+
+/** One kind of job error. */
+export interface JobErrorKind {
+  /** Stable identifier, `SLUICE_JOBS_<WHAT>`. */
+  readonly id: string;
+  /** HTTP status the endpoint sends. */
+  readonly status: number;
+  /** OpenAI error `type`. */
+  readonly type: string;
+  /** OpenAI error `code`. */
+  readonly code: string;
+}
+
+function kind(id: string, status: number, type: string, code: string): JobErrorKind {
+  return Object.freeze({ id, status, type, code });
+}
+
+/** The catalogue of job errors. Codes are stable once released. */
+export const JobErrors = {
+  invalidFile: kind('SLUICE_JOBS_INVALID_FILE', 400, 'invalid_request_error', 'invalid_file'),
+  invalidRequest: kind('SLUICE_JOBS_INVALID_REQUEST', 400, 'invalid_request_error', 'invalid_request'),
+  fileNotFound: kind('SLUICE_JOBS_FILE_NOT_FOUND', 404, 'invalid_request_error', 'file_not_found'),
+  batchNotFound: kind('SLUICE_JOBS_BATCH_NOT_FOUND', 404, 'invalid_request_error', 'batch_not_found'),
+  cannotCancel: kind('SLUICE_JOBS_CANNOT_CANCEL', 409, 'invalid_request_error', 'batch_not_cancellable'),
+} as const;
+
+/**
+ * Thrown by `JobStore` for a request the caller got wrong (bad JSONL, unknown id, cancel of a
+ * finished batch). `line` is the 1-based JSONL line at fault, when there is one.
+ */
+export class JobError extends Error {
+  override readonly name = 'JobError';
+
+  constructor(
+    readonly kind: JobErrorKind,
+    message: string,
+    readonly param: string | null = null,
+    readonly line: number | null = null,
+  ) {
+    super(message);
+  }
+
+  /** The OpenAI-shaped error body: `{error: {message, type, code, param, line}}`. */
+  toBody(): {
+    error: { message: string; type: string; code: string; param: string | null; line: number | null };
+  } {
+    return {
+      error: {
+        message: this.message,
+        type: this.kind.type,
+        code: this.kind.code,
+        param: this.param,
+        line: this.line,
+      },
+    };
+  }
+}

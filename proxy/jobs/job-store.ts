@@ -1,0 +1,335 @@
+/**
+ * The OpenAI-compatible batch model over SQLite: uploaded files, batches (create, get, list,
+ * cancel) and their output and error files. Every call is one synchronous transaction, so a batch
+ * and all its items are on disk before `createBatch` returns. It never executes items: that is
+ * `job-worker.ts`, through `item-queue.ts`.
+ */
+
+import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
+import { failUnfinishedItems, finishBatch, newId, renderBatchFile, unfinishedItems } from './batch-files.js';
+import type { JobDb } from './job-db.js';
+import { JobError, JobErrors } from './job-errors.js';
+import { TERMINAL_STATUSES, type BatchErrorEntry, type BatchObject, type BatchStatus } from './job-types.js';
+import type { FileObject, ListPage } from './job-types.js';
+
+/** Options of a `JobStore`. */
+export interface JobStoreOptions {
+  /** Wall clock, ms since the epoch. Default `Date.now`. */
+  clock?: () => number;
+  /** Endpoints a batch may target. Default chat completions, completions, embeddings. */
+  endpoints?: readonly string[];
+  /** Accepted `completion_window` values and their length, ms. Default `{ '24h': 86,400,000 }`. */
+  completionWindows?: Readonly<Record<string, number>>;
+  /** Limits applied to uploaded JSONL. */
+  inputLimits?: BatchInputLimits;
+}
+
+/** Arguments of `createFile` (the multipart fields of `POST /v1/files`). */
+export interface CreateFileParams {
+  filename: string;
+  /** Only `batch` is accepted. */
+  purpose: string;
+  content: string | Buffer;
+}
+
+/** Arguments of `createBatch` (the JSON body of `POST /v1/batches`). */
+export interface CreateBatchParams {
+  input_file_id: string;
+  endpoint: string;
+  completion_window: string;
+  metadata?: Record<string, string> | null;
+}
+
+interface BatchRow {
+  id: string;
+  endpoint: string;
+  input_file_id: string;
+  completion_window: string;
+  status: BatchStatus;
+  errors: string | null;
+  metadata: string | null;
+  output_file_id: string | null;
+  error_file_id: string | null;
+  total: number;
+  completed: number;
+  failed: number;
+  created_at: number;
+  in_progress_at: number | null;
+  expires_at: number;
+  finalizing_at: number | null;
+  completed_at: number | null;
+  failed_at: number | null;
+  expired_at: number | null;
+  cancelling_at: number | null;
+  cancelled_at: number | null;
+}
+
+interface FileRow {
+  id: string;
+  purpose: string;
+  filename: string;
+  bytes: number;
+  created_at: number;
+  content: Buffer | null;
+  batch_id: string | null;
+  kind: 'upload' | 'output' | 'error';
+}
+
+const DEFAULT_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'];
+
+function toBatch(row: BatchRow): BatchObject {
+  const { errors, metadata, total, completed, failed, ...rest } = row;
+  return {
+    ...rest,
+    object: 'batch',
+    errors: errors === null ? null : { object: 'list', data: JSON.parse(errors) as BatchErrorEntry[] },
+    metadata: metadata === null ? null : (JSON.parse(metadata) as Record<string, string>),
+    request_counts: { total, completed, failed },
+  };
+}
+
+function toFile(row: FileRow): FileObject {
+  return {
+    id: row.id,
+    object: 'file',
+    bytes: row.bytes,
+    created_at: row.created_at,
+    filename: row.filename,
+    purpose: row.purpose,
+    status: 'processed',
+  };
+}
+
+/**
+ * Files and batches of the batch API. Create one per process over a shared `openJobDb` connection;
+ * several processes may share the database file.
+ *
+ * @example
+ * const store = new JobStore(openJobDb(path));
+ * const file = store.createFile({ filename: 'in.jsonl', purpose: 'batch', content });
+ * const batch = store.createBatch({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' });
+ */
+export class JobStore {
+  private readonly clock: () => number;
+  private readonly endpoints: ReadonlySet<string>;
+  private readonly windows: Readonly<Record<string, number>>;
+  private readonly limits: BatchInputLimits;
+
+  constructor(
+    readonly db: JobDb,
+    opts: JobStoreOptions = {},
+  ) {
+    this.clock = opts.clock ?? Date.now;
+    this.endpoints = new Set(opts.endpoints ?? DEFAULT_ENDPOINTS);
+    this.windows = opts.completionWindows ?? { '24h': 86_400_000 };
+    this.limits = opts.inputLimits ?? {};
+  }
+
+  /** Stores an uploaded batch input file after validating every line; throws `JobError` naming the bad line. */
+  createFile(params: CreateFileParams): FileObject {
+    if (params.purpose !== 'batch') {
+      throw new JobError(
+        JobErrors.invalidRequest,
+        `purpose "${params.purpose}" is not supported; use "batch"`,
+        'purpose',
+      );
+    }
+    const content = typeof params.content === 'string' ? Buffer.from(params.content) : params.content;
+    parseBatchInput(content.toString('utf8'), this.limits);
+    const id = newId('file-');
+    this.db
+      .prepare(
+        `INSERT INTO job_files (id, purpose, filename, bytes, created_at, content, batch_id, kind)
+         VALUES (?, 'batch', ?, ?, ?, ?, NULL, 'upload')`,
+      )
+      .run(id, params.filename, content.length, this.nowS(), content);
+    return this.getFile(id);
+  }
+
+  /** The file object; throws `JobError` 404 when unknown. */
+  getFile(id: string): FileObject {
+    return toFile(this.fileRow(id));
+  }
+
+  /** The content of a file, line by line (without newlines): uploads as stored, output and error files in input order. */
+  *fileLines(id: string): IterableIterator<string> {
+    const row = this.fileRow(id);
+    if (row.kind === 'upload') {
+      for (const line of (row.content ?? Buffer.alloc(0)).toString('utf8').split('\n'))
+        if (line !== '') yield line;
+      return;
+    }
+    yield* renderBatchFile(this.db, row.batch_id ?? '', row.kind);
+  }
+
+  /** The whole content of a file (`GET /v1/files/{id}/content`), each line ending in `\n`. */
+  fileContent(id: string): string {
+    let out = '';
+    for (const line of this.fileLines(id)) out += line + '\n';
+    return out;
+  }
+
+  /**
+   * Creates a batch from an uploaded file and stores all its items in the same transaction. Throws
+   * `JobError` for an unknown file, an unsupported endpoint or window, or bad metadata. A file whose
+   * lines target another URL than `endpoint` gives a batch with status `failed` and the lines in
+   * `errors`. Otherwise the batch is `validating` until a worker claims its first item.
+   */
+  createBatch(params: CreateBatchParams): BatchObject {
+    const file = this.fileRow(params.input_file_id);
+    if (file.kind !== 'upload') {
+      throw new JobError(
+        JobErrors.invalidRequest,
+        'input_file_id must be a file uploaded with purpose "batch"',
+        'input_file_id',
+      );
+    }
+    if (!this.endpoints.has(params.endpoint)) {
+      throw new JobError(
+        JobErrors.invalidRequest,
+        `endpoint "${params.endpoint}" is not supported`,
+        'endpoint',
+      );
+    }
+    const windowMs = this.windows[params.completion_window];
+    if (windowMs === undefined) {
+      throw new JobError(
+        JobErrors.invalidRequest,
+        `completion_window "${params.completion_window}" is not supported`,
+        'completion_window',
+      );
+    }
+    const metadata = params.metadata ?? null;
+    if (
+      metadata !== null &&
+      (typeof metadata !== 'object' || Object.values(metadata).some((v) => typeof v !== 'string'))
+    ) {
+      throw new JobError(JobErrors.invalidRequest, 'metadata must map keys to strings', 'metadata');
+    }
+    const lines = parseBatchInput((file.content ?? Buffer.alloc(0)).toString('utf8'), this.limits);
+    const errors: BatchErrorEntry[] = [];
+    for (const l of lines) {
+      if (l.url !== params.endpoint && errors.length < 100) {
+        errors.push({
+          code: 'mismatched_endpoint',
+          message: `url ${l.url} differs from the batch endpoint`,
+          param: 'url',
+          line: l.line,
+        });
+      }
+    }
+    const id = newId('batch_');
+    const nowMs = this.clock();
+    const nowS = Math.floor(nowMs / 1000);
+    this.db
+      .transaction(() => {
+        const { seq } = this.db.prepare('SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM job_batches').get() as {
+          seq: number;
+        };
+        this.db
+          .prepare(
+            `INSERT INTO job_batches (id, seq, endpoint, input_file_id, completion_window, status, errors, metadata,
+             total, created_at, expires_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            id,
+            seq,
+            params.endpoint,
+            file.id,
+            params.completion_window,
+            errors.length > 0 ? 'failed' : 'validating',
+            errors.length > 0 ? JSON.stringify(errors) : null,
+            metadata === null ? null : JSON.stringify(metadata),
+            lines.length,
+            nowS,
+            Math.floor((nowMs + windowMs) / 1000),
+            errors.length > 0 ? nowS : null,
+          );
+        if (errors.length > 0) return;
+        const insert = this.db.prepare(
+          `INSERT INTO job_items (batch_id, idx, custom_id, method, url, body, state) VALUES (?, ?, ?, ?, ?, ?, 'pending')`,
+        );
+        for (let i = 0; i < lines.length; i++) {
+          const l = lines[i]!;
+          insert.run(id, i, l.customId, l.method, l.url, JSON.stringify(l.body));
+        }
+      })
+      .immediate();
+    return this.getBatch(id);
+  }
+
+  /** The batch object; throws `JobError` 404 when unknown. */
+  getBatch(id: string): BatchObject {
+    const row = this.db.prepare('SELECT * FROM job_batches WHERE id = ?').get(id) as BatchRow | undefined;
+    if (row === undefined) throw new JobError(JobErrors.batchNotFound, `no batch ${id}`, 'batch_id');
+    return toBatch(row);
+  }
+
+  /** Batches, newest first, `limit` (1..100, default 20) after the batch id `after`. */
+  listBatches(opts: { after?: string; limit?: number } = {}): ListPage<BatchObject> {
+    const limit = Math.min(100, Math.max(1, Math.floor(opts.limit ?? 20)));
+    const rows = (
+      opts.after === undefined
+        ? this.db.prepare('SELECT * FROM job_batches ORDER BY seq DESC LIMIT ?').all(limit + 1)
+        : this.db
+            .prepare(
+              'SELECT * FROM job_batches WHERE seq < (SELECT seq FROM job_batches WHERE id = ?) ORDER BY seq DESC LIMIT ?',
+            )
+            .all(opts.after, limit + 1)
+    ) as BatchRow[];
+    const data = rows.slice(0, limit).map(toBatch);
+    return {
+      object: 'list',
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: rows.length > limit,
+    };
+  }
+
+  /**
+   * Cancels a batch: items not yet started are failed with `batch_cancelled` at once; items a
+   * worker holds finish normally. Returns `cancelled` when nothing was in flight, else `cancelling`
+   * (the worker ends it when its last item returns). Throws `JobError` 409 for a finished batch.
+   */
+  cancelBatch(id: string): BatchObject {
+    this.db
+      .transaction(() => {
+        const batch = this.getBatch(id);
+        if (batch.status === 'cancelling') return;
+        if (TERMINAL_STATUSES.has(batch.status) || batch.status === 'finalizing') {
+          throw new JobError(
+            JobErrors.cannotCancel,
+            `cannot cancel a batch with status ${batch.status}`,
+            'batch_id',
+          );
+        }
+        const nowMs = this.clock();
+        const nowS = Math.floor(nowMs / 1000);
+        this.db
+          .prepare("UPDATE job_batches SET status = 'cancelling', cancelling_at = ? WHERE id = ?")
+          .run(nowS, id);
+        failUnfinishedItems(
+          this.db,
+          id,
+          'batch_cancelled',
+          'the batch was cancelled before this request ran',
+          nowMs,
+          false,
+        );
+        if (unfinishedItems(this.db, id) === 0) finishBatch(this.db, id, 'cancelled', nowS);
+      })
+      .immediate();
+    return this.getBatch(id);
+  }
+
+  private fileRow(id: string): FileRow {
+    const row = this.db.prepare('SELECT * FROM job_files WHERE id = ?').get(id) as FileRow | undefined;
+    if (row === undefined) throw new JobError(JobErrors.fileNotFound, `no file ${id}`, 'file_id');
+    return row;
+  }
+
+  private nowS(): number {
+    return Math.floor(this.clock() / 1000);
+  }
+}

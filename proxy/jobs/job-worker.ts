@@ -1,0 +1,227 @@
+/**
+ * Runs batch items: claims them from the job database under a lease, calls an injected executor,
+ * and records each result exactly once. Processing is at-least-once (a crash or an expired lease
+ * runs an item again) with exactly-once results (`ItemQueue.record` keeps the first). Concurrency
+ * and start rate are capped so batch work stays in the background of interactive traffic. It knows
+ * nothing about HTTP: the executor does.
+ */
+
+import { randomBytes } from 'node:crypto';
+import type { JobDb } from './job-db.js';
+import { ItemQueue } from './item-queue.js';
+import type { ItemResult, JobItem } from './job-types.js';
+
+/**
+ * Executes one item, e.g. by dispatching it through the proxy at the lowest priority class. Resolve
+ * with the upstream's status and body (any status: 4xx is a result, not a failure); reject only
+ * when no response was obtained. `signal` aborts when the lease is about to run out or the worker
+ * stops.
+ */
+export interface ItemExecutor {
+  execute(item: JobItem, signal: AbortSignal): Promise<ItemResult>;
+}
+
+/** Options of a `JobWorker`. */
+export interface JobWorkerOptions {
+  /** Most items executing at once in this worker. Default 4. */
+  concurrency?: number;
+  /** Most item starts per second (token bucket, burst = concurrency). Default unlimited. */
+  ratePerSecond?: number;
+  /** Lease on a claimed item, ms; must exceed the longest execution (the executor is aborted at 90%). Default 300,000. */
+  leaseMs?: number;
+  /** How often an idle worker looks for work and sweeps batches forward, ms. Default 500. */
+  pollMs?: number;
+  /** Claims of one item before it fails for good (a 429/5xx answer, a rejection, a crash). Default 3. */
+  maxAttempts?: number;
+  /** Backoff before a retry, ms, doubled per attempt. Default 1000. */
+  retryBaseMs?: number;
+  /** Lease owner name; unique per worker. Default random. */
+  workerId?: string;
+  /** Wall clock, ms since the epoch, shared with every process on the database. Default `Date.now`. */
+  clock?: () => number;
+  /** Called with errors the worker survives (a database write that failed; the lease will expire and the item run again). */
+  onError?: (err: unknown) => void;
+}
+
+/** Counters of one worker since it started. */
+export interface JobWorkerStats {
+  /** Executions started. */
+  started: number;
+  /** Results written. */
+  recorded: number;
+  /** Results discarded because the item already had one. */
+  duplicates: number;
+  /** Attempts given back for a retry. */
+  retried: number;
+}
+
+/** A 429 or 5xx may succeed later; anything else is the item's result. */
+function retryable(status: number): boolean {
+  return status === 429 || status >= 500;
+}
+
+/**
+ * A worker over one job database. `start()` it once; `stop()` lets running items finish (or abort
+ * at their lease deadline) and stops claiming.
+ *
+ * @example
+ * const worker = new JobWorker(db, executor, { concurrency: 8, ratePerSecond: 200 });
+ * worker.start();
+ * await worker.whenIdle();
+ */
+export class JobWorker {
+  readonly stats: JobWorkerStats = { started: 0, recorded: 0, duplicates: 0, retried: 0 };
+  private readonly queue: ItemQueue;
+  private readonly concurrency: number;
+  private readonly rate: number; // items/s
+  private readonly leaseMs: number;
+  private readonly pollMs: number;
+  private readonly maxAttempts: number;
+  private readonly retryBaseMs: number;
+  private readonly owner: string;
+  private readonly clock: () => number;
+  private readonly onError: (err: unknown) => void;
+  private readonly stopper = new AbortController();
+  private readonly running = new Set<Promise<void>>();
+  private tokens: number; // rate-bucket tokens
+  private refilledAt: number; // ms since the epoch
+  private loop: Promise<void> | null = null;
+  private wake: (() => void) | null = null;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    db: JobDb,
+    private readonly executor: ItemExecutor,
+    opts: JobWorkerOptions = {},
+  ) {
+    this.clock = opts.clock ?? Date.now;
+    this.queue = new ItemQueue(db, this.clock);
+    this.concurrency = Math.max(1, opts.concurrency ?? 4);
+    this.rate = opts.ratePerSecond ?? Infinity;
+    this.leaseMs = opts.leaseMs ?? 300_000;
+    this.pollMs = opts.pollMs ?? 500;
+    this.maxAttempts = Math.max(1, opts.maxAttempts ?? 3);
+    this.retryBaseMs = opts.retryBaseMs ?? 1000;
+    this.owner = opts.workerId ?? `worker-${randomBytes(6).toString('hex')}`;
+    this.onError = opts.onError ?? (() => {});
+    this.tokens = this.concurrency;
+    this.refilledAt = this.clock();
+  }
+
+  /** Starts claiming and executing items. Calling it twice is a no-op. */
+  start(): void {
+    this.loop ??= this.run().catch((err: unknown) => this.onError(err));
+  }
+
+  /** Stops claiming, aborts running executions and waits for them to settle. Unfinished items run again elsewhere once their lease expires. */
+  async stop(): Promise<void> {
+    this.stopper.abort();
+    this.wake?.();
+    await this.loop;
+    await Promise.allSettled(this.running);
+  }
+
+  /** Resolves the next time this worker finds no batch with work left and nothing running. */
+  whenIdle(): Promise<void> {
+    return new Promise((resolve) => {
+      this.idleWaiters.push(resolve);
+      this.wake?.();
+    });
+  }
+
+  private async run(): Promise<void> {
+    let sweptAt = -Infinity;
+    while (!this.stopper.signal.aborted) {
+      const now = this.clock();
+      if (now - sweptAt >= this.pollMs) {
+        sweptAt = now;
+        this.guard(() => this.queue.sweep(this.maxAttempts));
+      }
+      const want = Math.min(this.concurrency - this.running.size, this.availableTokens());
+      const items =
+        want > 0 ? (this.guard(() => this.queue.claim(this.owner, want, this.leaseMs)) ?? []) : [];
+      for (const item of items) this.launch(item);
+      if (items.length === 0 && this.running.size === 0 && this.idleWaiters.length > 0) {
+        if (this.guard(() => this.queue.hasWork()) === false) {
+          for (const resolve of this.idleWaiters.splice(0)) resolve();
+        }
+      }
+      // Wait for a slot, a rate token or the poll tick, whichever comes first.
+      let waitMs = this.pollMs;
+      if (items.length > 0 && this.running.size < this.concurrency) waitMs = 0;
+      if (this.tokens < 1 && Number.isFinite(this.rate))
+        waitMs = Math.min(waitMs, Math.ceil((1 - this.tokens) * (1000 / this.rate)));
+      await this.sleep(waitMs);
+    }
+  }
+
+  private launch(item: JobItem): void {
+    this.tokens -= 1;
+    this.stats.started++;
+    const p = this.execute(item).finally(() => {
+      this.running.delete(p);
+      this.wake?.();
+    });
+    this.running.add(p);
+  }
+
+  private async execute(item: JobItem): Promise<void> {
+    const signal = AbortSignal.any([
+      this.stopper.signal,
+      AbortSignal.timeout(Math.floor(this.leaseMs * 0.9)),
+    ]);
+    let result: ItemResult | null = null;
+    let failure = '';
+    try {
+      result = await this.executor.execute(item, signal);
+    } catch (err) {
+      failure = err instanceof Error ? err.message : String(err);
+    }
+    if (this.stopper.signal.aborted && result === null) return; // leave the lease to expire: another worker retries
+    const again = result === null || retryable(result.status);
+    if (again && item.attempts < this.maxAttempts) {
+      const delay = this.retryBaseMs * 2 ** (item.attempts - 1);
+      if (this.guard(() => this.queue.retryLater(item.id, this.owner, delay)) === true) this.stats.retried++;
+      return;
+    }
+    const outcome = this.guard(() =>
+      result === null
+        ? this.queue.fail(item.id, { code: 'request_failed', message: failure })
+        : this.queue.record(item.id, result),
+    );
+    if (outcome === 'duplicate') this.stats.duplicates++;
+    else if (outcome !== undefined) this.stats.recorded++;
+    if (outcome === 'last') this.guard(() => this.queue.finalize(item.batchId));
+  }
+
+  private availableTokens(): number {
+    if (!Number.isFinite(this.rate)) return this.concurrency;
+    const now = this.clock();
+    this.tokens = Math.min(this.concurrency, this.tokens + ((now - this.refilledAt) * this.rate) / 1000);
+    this.refilledAt = now;
+    return Math.floor(this.tokens);
+  }
+
+  /** Runs a database step; a failure is reported and yields undefined (the lease expiry is the recovery). */
+  private guard<T>(step: () => T): T | undefined {
+    try {
+      return step();
+    } catch (err) {
+      this.onError(err);
+      return undefined;
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (this.stopper.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.wake = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wake = done;
+    });
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Shared helpers of the job tests: a database in a fresh temp dir, JSONL builders and a manual
+ * wall clock.
+ */
+
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openJobDb, type JobDb } from '../../proxy/jobs/job-db.js';
+
+/** A job database in its own temp dir; `cleanup()` closes it and removes the dir. */
+export function tempDb(): { db: JobDb; path: string; dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-jobs-'));
+  const path = join(dir, 'jobs.db');
+  const db = openJobDb(path);
+  return {
+    db,
+    path,
+    dir,
+    cleanup: () => {
+      if (db.open) db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** One embeddings request line for input `i`: custom_id `req-i`, input `text i`. */
+export function embeddingLine(i: number, url = '/v1/embeddings'): string {
+  return JSON.stringify({
+    custom_id: `req-${i}`,
+    method: 'POST',
+    url,
+    body: { model: 'sim-embed', input: `text ${i}` },
+  });
+}
+
+/** A JSONL file of `n` embeddings requests. */
+export function embeddingsJsonl(n: number): string {
+  let out = '';
+  for (let i = 0; i < n; i++) out += embeddingLine(i) + '\n';
+  return out;
+}
+
+/** A wall clock tests move by hand, ms since the epoch. */
+export class ManualClock {
+  constructor(public ms = Date.UTC(2025, 0, 1)) {}
+  readonly now = (): number => this.ms;
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
