@@ -7,17 +7,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { decodeBase64Embedding, expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 function config(node: string, mode: string, path: string): string {
-  return `listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+  return `${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
       - url: ${node}

@@ -50,16 +50,19 @@ export async function startTestSluice(yaml: string, opts: { watch?: boolean } = 
   };
 }
 
-/** A config with one listener and one admin listener on free ports, and one pool of `nodes`. */
-export function basicConfig(nodes: readonly string[], extra = ''): string {
-  return `listeners:
+/** The listener and admin sections of test configs: loopback, free ports. */
+export const LOOPBACK_HEAD = `listeners:
   - name: public
     address: 127.0.0.1
     port: 0
 admin:
   address: 127.0.0.1
   port: 0
-pools:
+`;
+
+/** A config with one listener and one admin listener on free ports, and one pool of `nodes`. */
+export function basicConfig(nodes: readonly string[], extra = ''): string {
+  return `${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
 ${nodes.map((u) => `      - url: ${u}`).join('\n')}

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 describe('openai SDK through Sluice', () => {
   let fleet: SimFleet;
@@ -16,14 +16,7 @@ describe('openai SDK through Sluice', () => {
 
   before(async () => {
     fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
-    proxy = await startTestSluice(`listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+    proxy = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
 ${fleet.urls.map((u) => `      - url: ${u}`).join('\n')}

@@ -7,7 +7,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const chat = (extra: Record<string, string> = {}, body: Record<string, unknown> = {}): RequestInit => ({
   method: 'POST',
@@ -16,14 +16,7 @@ const chat = (extra: Record<string, string> = {}, body: Record<string, unknown> 
 });
 
 function config(nodes: readonly string[], pool = '', route = ''): string {
-  return `listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+  return `${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
 ${nodes.map((u) => `      - url: ${u}`).join('\n')}

@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import type { SimNode } from '../../loadtest/sim/sim-node.js';
 import { RawConnection, rawRequest } from '../helpers/raw-http.js';
-import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 /** What `/debug/echo` on a simulated node returns. */
 interface Echo {
@@ -370,14 +370,7 @@ describe('routing', () => {
 
   before(async () => {
     fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
-    t = await startTestSluice(`listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: a
     nodes:
       - url: ${fleet.urls[0]}
@@ -500,14 +493,7 @@ describe('weighted round-robin over a fleet', () => {
 
   before(async () => {
     fleet = await startSimFleet({ nodes: 3, port: 0, profile: 'fast' });
-    t = await startTestSluice(`listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
       - url: ${fleet.urls[0]}
@@ -567,14 +553,7 @@ describe('dead nodes', () => {
   before(async () => {
     fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
     dead = `http://127.0.0.1:${await deadPort()}`;
-    t = await startTestSluice(`listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: half-dead
     nodes:
       - url: ${dead}

@@ -10,7 +10,7 @@ import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 interface OpenAiError {
   error: { message: string; type: string; param: unknown; code: string };
@@ -51,14 +51,7 @@ async function readEvents(res: Response): Promise<{ events: string[]; failed: bo
 }
 
 function config(nodeUrl: string, timeouts: string, routeTimeouts = ''): string {
-  return `listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+  return `${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
       - url: ${nodeUrl}
@@ -295,14 +288,7 @@ describe('connect timeout', () => {
     fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
     hole = await BlackholeListener.start();
     blackhole = `http://127.0.0.1:${hole.port}`;
-    t = await startTestSluice(`listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: hole
     nodes:
       - url: ${blackhole}

@@ -7,7 +7,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const chat = (headers: Record<string, string> = {}): RequestInit => ({
   method: 'POST',
@@ -16,14 +16,7 @@ const chat = (headers: Record<string, string> = {}): RequestInit => ({
 });
 
 function config(fleet: SimFleet, route: string, pools = ''): string {
-  return `listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+  return `${LOOPBACK_HEAD}pools:
   - name: stable
     nodes:
       - url: ${fleet.urls[0]}

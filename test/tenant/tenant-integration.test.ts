@@ -10,7 +10,7 @@ import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
-import { startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 const KEY_A = 'sk-tenant-a-0123456789';
 const KEY_B = 'sk-tenant-b-9876543210';
@@ -38,14 +38,7 @@ function chat(
 }
 
 function config(nodes: readonly string[], tenants: string, extra = '', pool = '', route = ''): string {
-  return `listeners:
-  - name: public
-    address: 127.0.0.1
-    port: 0
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
+  return `${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
 ${nodes.map((u) => `      - url: ${u}`).join('\n')}
