@@ -8,27 +8,16 @@
 import autocannon from 'autocannon';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, mkdtemp, writeFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../env/free-port.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..', '..');
 const duration = Number(process.env['BENCH_DURATION'] ?? 10);
 const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 50);
 const body = JSON.stringify({ model: 'bench', input: 'x'.repeat(1000) });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
-    });
-  });
-}
 
 function start(args: string[]): ChildProcess {
   const child = spawn(process.execPath, args, {

@@ -4,9 +4,9 @@
  */
 
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { basename, dirname, extname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { basename, extname, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { findSluiceRoot } from '../../config/sluice-root.js';
 import { SimProfileError, validateSimProfile, type SimProfile } from './profile.js';
 
 /** Profile used when none is named. */
@@ -14,34 +14,18 @@ export const DEFAULT_PROFILE_NAME = 'llama-8b-h100-bf16';
 
 const PROFILES_DIR = join('loadtest', 'profiles');
 
-function walkUp(start: string): string | undefined {
-  let dir = resolve(start);
-  for (;;) {
-    if (existsSync(join(dir, PROFILES_DIR))) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) return undefined;
-    dir = parent;
-  }
-}
-
 /**
- * The directory holding `loadtest/profiles`: `$SLUICE_ROOT` if set and valid, else the first ancestor
- * of this module's file that has one (works from `dist/loadtest/sim/`), else of `process.cwd()`.
- * Throws when none is found.
+ * The directory holding `loadtest/profiles`, under the Sluice root (`findSluiceRoot`: `$SLUICE_ROOT`,
+ * else the nearest ancestor of this module, else of the working directory). Throws when none is found.
  */
 export function findProfilesDir(): string {
-  const envRoot = process.env['SLUICE_ROOT'];
-  const candidates: (string | undefined)[] = [
-    envRoot !== undefined && envRoot !== '' && existsSync(join(envRoot, PROFILES_DIR))
-      ? resolve(envRoot)
-      : undefined,
-    walkUp(dirname(fileURLToPath(import.meta.url))),
-    walkUp(process.cwd()),
-  ];
-  for (const root of candidates) if (root !== undefined) return join(root, PROFILES_DIR);
-  throw new SimProfileError(
-    `cannot find ${PROFILES_DIR}: set SLUICE_ROOT to the repository root or run from inside the repository`,
-  );
+  let root: string;
+  try {
+    root = findSluiceRoot();
+  } catch (e) {
+    throw new SimProfileError(`cannot find ${PROFILES_DIR}: ${(e as Error).message}`);
+  }
+  return join(root, PROFILES_DIR);
 }
 
 /** Names of the profiles shipped in `loadtest/profiles/` (without `.yaml`). */

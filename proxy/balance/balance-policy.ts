@@ -66,5 +66,8 @@ export interface BalanceOptions {
   decayMs?: number;
 }
 
+/** The `tried` list of a first attempt: no node used yet. Shared, never mutated. */
+export const NO_NODES: readonly UpstreamNode[] = [];
+
 /** Builds a policy over a fixed member list. */
 export type BalancePolicyFactory = (members: readonly PoolMember[], options: BalanceOptions) => BalancePolicy;

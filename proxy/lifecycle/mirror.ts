@@ -7,10 +7,9 @@ import type { RouteStats } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { NO_NODES } from '../balance/balance-policy.js';
 import type { Controller } from './attempt.js';
 import { nowMs } from './clock.js';
-
-const NO_NODES: readonly UpstreamNode[] = [];
 
 /** What the mirror copies from the original request. */
 export interface MirrorSource {

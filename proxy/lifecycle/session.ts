@@ -4,7 +4,7 @@
  * winner back, finish exactly once. Attempts (attempt.ts) report here; the session never touches
  * uWS objects (see Downstream) nor undici (see UpstreamNode).
  */
-import { eligible, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
+import { eligible, NO_NODES, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
 import type { AffinitySource } from '../balance/affinity-key.js';
 import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
@@ -21,7 +21,7 @@ import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
 import { requestDeadline, type AdmissionRejection } from '../admission/admission-ticket.js';
 import type { RateLimitDecision } from '../ratelimit/rate-limit-decision.js';
-import { rateLimitHeaders, rateLimitMessage } from '../ratelimit/rate-limit-headers.js';
+import { rateLimitHeaders, rateLimitMessage, retryAfterHeaders } from '../ratelimit/rate-limit-headers.js';
 import { estimateRequestTokens } from '../ratelimit/token-estimate.js';
 import { extractApiKey } from '../tenant/api-key.js';
 import type { Tenant } from '../tenant/tenant-table.js';
@@ -40,7 +40,8 @@ export interface SessionHost {
   sessionDone(s: Session): void;
 }
 
-const NO_NODES: readonly UpstreamNode[] = [];
+/** Retry headers of a 503 for a pool without an available node (one second). */
+const NO_NODE_RETRY_AFTER: readonly string[] = retryAfterHeaders(1000);
 /** Output tokens assumed, for load estimates, of a generation request that sets no max_tokens. */
 const BALANCE_MAX_TOKENS = 256;
 const UNPARSED = Symbol('unparsed');
@@ -271,17 +272,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   onAdmissionRejected(r: AdmissionRejection): void {
     const kind = r.reason === 'deadline' ? Errors.deadlineExceeded : Errors.overloaded;
     this.host.stats.countRejected(kind.id);
-    const ms = Math.max(1, Math.ceil(r.retryAfterMs));
     const message =
       r.reason === 'deadline'
         ? 'The request deadline passed before a GPU node could take it.'
-        : `Pool ${this.pool!.name} is overloaded (${r.reason}); retry after ${ms} ms.`;
-    this.fail(kind, message, [
-      'retry-after',
-      String(Math.max(1, Math.ceil(ms / 1000))),
-      'retry-after-ms',
-      String(ms),
-    ]);
+        : `Pool ${this.pool!.name} is overloaded (${r.reason}); retry after ${Math.ceil(r.retryAfterMs)} ms.`;
+    this.fail(kind, message, retryAfterHeaders(r.retryAfterMs));
   }
 
   private dispatchFirst(): void {
@@ -341,10 +336,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       const e = this.lastError;
       if (e !== null) this.fail(e.kind, e.message, e.headers);
       else
-        this.fail(Errors.noHealthyNode, `pool ${this.pool!.name} has no node available for the request`, [
-          'retry-after',
-          '1',
-        ]);
+        this.fail(
+          Errors.noHealthyNode,
+          `pool ${this.pool!.name} has no node available for the request`,
+          NO_NODE_RETRY_AFTER,
+        );
       return;
     }
     const now = nowMs();

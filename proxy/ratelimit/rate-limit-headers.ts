@@ -57,10 +57,19 @@ export function rateLimitHeaders(d: RateLimitDecision, out: string[] = []): stri
     );
   }
   if (!d.allowed) {
-    const ms = Math.max(1, Math.ceil(d.retryAfterMs));
-    out.push('retry-after', String(Math.max(1, Math.ceil(ms / 1000))), 'retry-after-ms', String(ms));
+    retryAfterHeaders(d.retryAfterMs, out);
     if (d.hard) out.push('x-should-retry', 'false');
   }
+  return out;
+}
+
+/**
+ * `retry-after` (whole seconds, at least 1) and `retry-after-ms` (at least 1) for a wait of `ms`,
+ * appended to `out`: what every 429 and 503 Sluice originates carries.
+ */
+export function retryAfterHeaders(ms: number, out: string[] = []): string[] {
+  const wait = Math.max(1, Math.ceil(ms));
+  out.push('retry-after', String(Math.max(1, Math.ceil(wait / 1000))), 'retry-after-ms', String(wait));
   return out;
 }
 

@@ -4,7 +4,7 @@
  * in flight means no request should wait for a window).
  */
 import type { BatchingConfig, TimeoutsConfig } from '../../config/types.js';
-import { eligible, type PickRequest } from '../balance/balance-policy.js';
+import { eligible, NO_NODES, type PickRequest } from '../balance/balance-policy.js';
 import { jsonItemCodec } from '../batch/batch-codec.js';
 import type { BatchNodePicker, BatchTransport } from '../batch/batch-transport.js';
 import { openAiEmbeddingsCodec } from '../batch/embeddings-codec.js';
@@ -12,8 +12,6 @@ import { createMicroBatcher, type MicroBatcher } from '../batch/micro-batcher.js
 import type { Pool } from '../pool/pool.js';
 import { NodeBatchTransport } from '../upstream/buffered-call.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
-
-const NO_NODES: readonly UpstreamNode[] = [];
 
 /** Picks the node of each batch call with the pool's own policy. */
 class PoolBatchPicker implements BatchNodePicker {
