@@ -65,8 +65,8 @@ function renderedBytes(db: JobDb, batchId: string, kind: BatchFileKind): number 
 
 /**
  * Moves a batch whose items are all done to its terminal `status` (`completed`, `cancelled` or
- * `expired`): registers an output file when some item completed and an error file when some failed,
- * and stamps the matching `*_at` field. `nowS` is seconds since the epoch. Call inside a transaction.
+ * `expired`): registers an output file when some item completed and an error file when some failed
+ * (both owned by the batch's owner), and stamps the matching `*_at` field. `nowS` is seconds since the epoch. Call inside a transaction.
  */
 export function finishBatch(
   db: JobDb,
@@ -74,15 +74,23 @@ export function finishBatch(
   status: Extract<BatchStatus, 'completed' | 'cancelled' | 'expired'>,
   nowS: number,
 ): void {
-  const counts = db.prepare('SELECT completed, failed FROM job_batches WHERE id = ?').get(batchId) as
-    { completed: number; failed: number } | undefined;
+  const counts = db.prepare('SELECT owner, completed, failed FROM job_batches WHERE id = ?').get(batchId) as
+    { owner: string; completed: number; failed: number } | undefined;
   if (counts === undefined) return;
   const addFile = (kind: BatchFileKind): string => {
     const id = newId('file-');
     db.prepare(
-      `INSERT INTO job_files (id, purpose, filename, bytes, created_at, content, batch_id, kind)
-       VALUES (?, 'batch_output', ?, ?, ?, NULL, ?, ?)`,
-    ).run(id, `${batchId}_${kind}.jsonl`, renderedBytes(db, batchId, kind), nowS, batchId, kind);
+      `INSERT INTO job_files (id, owner, seq, purpose, filename, bytes, created_at, content, batch_id, kind)
+       VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_files), 'batch_output', ?, ?, ?, NULL, ?, ?)`,
+    ).run(
+      id,
+      counts.owner,
+      `${batchId}_${kind}.jsonl`,
+      renderedBytes(db, batchId, kind),
+      nowS,
+      batchId,
+      kind,
+    );
     return id;
   };
   const outputId = counts.completed > 0 ? addFile('output') : null;

@@ -43,18 +43,19 @@ export class ItemQueue {
   ) {}
 
   /**
-   * Leases up to `max` runnable items to `owner` for `leaseMs` ms, oldest batch and lowest input
+   * Leases up to `max` runnable items to `workerId` for `leaseMs` ms, oldest batch and lowest input
    * index first. Runnable: pending, or leased with an expired lease (its worker died or it waits for
-   * a retry that is due). Moves the items' batches from `validating` to `in_progress`.
+   * a retry that is due). Moves the items' batches from `validating` to `in_progress`. Each item
+   * carries its batch's owner.
    */
-  claim(owner: string, max: number, leaseMs: number): JobItem[] {
+  claim(workerId: string, max: number, leaseMs: number): JobItem[] {
     if (max <= 0) return [];
     return this.db
       .transaction((): JobItem[] => {
         const now = this.clock();
         const rows = this.db
           .prepare(
-            `UPDATE job_items SET state = 'leased', lease_owner = @owner, lease_until = @until, attempts = attempts + 1
+            `UPDATE job_items SET state = 'leased', lease_owner = @workerId, lease_until = @until, attempts = attempts + 1
              WHERE id IN (
                SELECT i.id FROM job_items i JOIN job_batches b ON b.id = i.batch_id
                WHERE b.status IN ('validating', 'in_progress')
@@ -62,17 +63,23 @@ export class ItemQueue {
                ORDER BY i.id LIMIT @max)
              RETURNING id, batch_id, idx, custom_id, method, url, body, attempts`,
           )
-          .all({ owner, until: now + leaseMs, now, max }) as ClaimedRow[];
+          .all({ workerId, until: now + leaseMs, now, max }) as ClaimedRow[];
         const promote = this.db.prepare(
           "UPDATE job_batches SET status = 'in_progress', in_progress_at = ? WHERE id = ? AND status = 'validating'",
         );
-        const batches = new Set(rows.map((r) => r.batch_id));
-        for (const b of batches) promote.run(Math.floor(now / 1000), b);
+        const ownerOf = this.db.prepare('SELECT owner FROM job_batches WHERE id = ?').pluck();
+        const owners = new Map<string, string>();
+        for (const r of rows) {
+          if (owners.has(r.batch_id)) continue;
+          promote.run(Math.floor(now / 1000), r.batch_id);
+          owners.set(r.batch_id, ownerOf.get(r.batch_id) as string);
+        }
         // RETURNING order is unspecified; hand items out in queue order.
         rows.sort((a, b) => a.id - b.id);
         return rows.map((r) => ({
           id: r.id,
           batchId: r.batch_id,
+          owner: owners.get(r.batch_id) ?? '',
           index: r.idx,
           customId: r.custom_id,
           method: r.method,
@@ -106,15 +113,15 @@ export class ItemQueue {
   }
 
   /**
-   * Gives an item back for another attempt no sooner than `delayMs` from now, if `owner` still
+   * Gives an item back for another attempt no sooner than `delayMs` from now, if `workerId` still
    * holds its lease. Returns false when it did not (the lease moved on or the item is done).
    */
-  retryLater(itemId: number, owner: string, delayMs: number): boolean {
+  retryLater(itemId: number, workerId: string, delayMs: number): boolean {
     const { changes } = this.db
       .prepare(
         `UPDATE job_items SET lease_owner = NULL, lease_until = ? WHERE id = ? AND state = 'leased' AND lease_owner = ?`,
       )
-      .run(this.clock() + delayMs, itemId, owner);
+      .run(this.clock() + delayMs, itemId, workerId);
     return changes === 1;
   }
 
@@ -198,6 +205,14 @@ export class ItemQueue {
       )
       .get() as { busy: number };
     return row.busy === 1;
+  }
+
+  /** Items not finished yet (pending, leased or waiting for a retry) across every batch. */
+  backlog(): number {
+    return this.db
+      .prepare("SELECT COUNT(*) FROM job_items WHERE state IN ('pending', 'leased')")
+      .pluck()
+      .get() as number;
   }
 
   private finish(

@@ -26,12 +26,17 @@ export interface JobDbOptions {
   busyTimeoutMs?: number;
 }
 
-/** Bump when the schema changes; `openJobDb` refuses files from a newer version. */
-const SCHEMA_VERSION = 1;
+/**
+ * Bump when the schema changes; `openJobDb` refuses files from a newer version and migrates older
+ * ones in place. 2: `owner` on files and batches, `seq` on files (listing order).
+ */
+const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS job_files (
   id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL DEFAULT '', -- tenant; '' without tenants
+  seq INTEGER NOT NULL DEFAULT 0, -- creation order, for listing
   purpose TEXT NOT NULL,
   filename TEXT NOT NULL,
   bytes INTEGER NOT NULL,
@@ -42,6 +47,7 @@ CREATE TABLE IF NOT EXISTS job_files (
 );
 CREATE TABLE IF NOT EXISTS job_batches (
   id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL DEFAULT '', -- tenant; '' without tenants
   seq INTEGER NOT NULL UNIQUE,   -- creation order, for listing
   endpoint TEXT NOT NULL,
   input_file_id TEXT NOT NULL,
@@ -79,6 +85,10 @@ CREATE TABLE IF NOT EXISTS job_items (
   UNIQUE (batch_id, idx),
   UNIQUE (batch_id, custom_id)
 );
+CREATE INDEX IF NOT EXISTS job_files_owner ON job_files (owner, seq);
+CREATE INDEX IF NOT EXISTS job_files_seq ON job_files (seq);
+CREATE INDEX IF NOT EXISTS job_batches_owner ON job_batches (owner, seq);
+CREATE INDEX IF NOT EXISTS job_batches_input ON job_batches (input_file_id);
 CREATE INDEX IF NOT EXISTS job_items_claim ON job_items (state, id);
 CREATE INDEX IF NOT EXISTS job_items_outcome ON job_items (batch_id, outcome, idx);
 CREATE TABLE IF NOT EXISTS idempotency_keys (
@@ -92,9 +102,20 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expiry ON idempotency_keys (expires_
 `;
 
 /**
+ * Brings a version 1 file to version 2. Existing files and batches get owner '' (they were made
+ * before tenants were recorded); files get `seq` in rowid order, which is their insertion order.
+ */
+const MIGRATE_1_TO_2 = `
+ALTER TABLE job_files ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE job_files ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+UPDATE job_files SET seq = rowid;
+ALTER TABLE job_batches ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+`;
+
+/**
  * Opens (creating when missing) the job database at `path` in WAL mode and brings its schema up to
- * date. Several processes may open the same file; writes are serialised by SQLite. Throws when the
- * file was written by a newer schema.
+ * date (a version 1 file is migrated in place, in the same transaction). Several processes may open
+ * the same file; writes are serialised by SQLite. Throws when the file was written by a newer schema.
  *
  * @example
  * const db = openJobDb('/var/lib/sluice/jobs.db');
@@ -106,11 +127,13 @@ export function openJobDb(path: string, opts: JobDbOptions = {}): JobDb {
     db.pragma(`synchronous = ${opts.durability === 'normal' ? 'NORMAL' : 'FULL'}`);
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     db.pragma('foreign_keys = ON');
-    const version = db.pragma('user_version', { simple: true }) as number;
-    if (version > SCHEMA_VERSION) {
-      throw new Error(`${path}: job schema version ${version} is newer than ${SCHEMA_VERSION}`);
-    }
+    // Read the version under the write lock so two processes opening an old file migrate it once.
     db.transaction(() => {
+      const version = db.pragma('user_version', { simple: true }) as number;
+      if (version > SCHEMA_VERSION) {
+        throw new Error(`${path}: job schema version ${version} is newer than ${SCHEMA_VERSION}`);
+      }
+      if (version === 1) db.exec(MIGRATE_1_TO_2);
       db.exec(SCHEMA);
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();

@@ -26,11 +26,13 @@ export const JobErrors = {
   fileNotFound: kind('SLUICE_JOBS_FILE_NOT_FOUND', 404, 'invalid_request_error', 'file_not_found'),
   batchNotFound: kind('SLUICE_JOBS_BATCH_NOT_FOUND', 404, 'invalid_request_error', 'batch_not_found'),
   cannotCancel: kind('SLUICE_JOBS_CANNOT_CANCEL', 409, 'invalid_request_error', 'batch_not_cancellable'),
+  fileInUse: kind('SLUICE_JOBS_FILE_IN_USE', 409, 'invalid_request_error', 'file_in_use'),
 } as const;
 
 /**
- * Thrown by `JobStore` for a request the caller got wrong (bad JSONL, unknown id, cancel of a
- * finished batch). `line` is the 1-based JSONL line at fault, when there is one.
+ * Thrown by a job backend for a request the caller got wrong (bad JSONL, unknown id, cancel of a
+ * finished batch, deleting a file a running batch reads). `line` is the 1-based JSONL line at
+ * fault, when there is one.
  */
 export class JobError extends Error {
   override readonly name = 'JobError';

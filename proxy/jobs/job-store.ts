@@ -1,12 +1,14 @@
 /**
- * The OpenAI-compatible batch model over SQLite: uploaded files, batches (create, get, list,
- * cancel) and their output and error files. Every call is one synchronous transaction, so a batch
- * and all its items are on disk before `createBatch` returns. It never executes items: that is
- * `job-worker.ts`, through `item-queue.ts`.
+ * The OpenAI-compatible batch model over SQLite: uploaded files (create, get, list, delete),
+ * batches (create, get, list, cancel) and their output and error files, each scoped to the tenant
+ * that owns it. Every call is one synchronous transaction, so a batch and all its items are on disk
+ * before `createBatch` returns. It never executes items: that is `job-worker.ts`, through
+ * `item-queue.ts`.
  */
 
 import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
 import { failUnfinishedItems, finishBatch, newId, renderBatchFile, unfinishedItems } from './batch-files.js';
+import type { ListOptions } from './job-backend.js';
 import type { JobDb } from './job-db.js';
 import { JobError, JobErrors } from './job-errors.js';
 import { TERMINAL_STATUSES, type BatchErrorEntry, type BatchObject, type BatchStatus } from './job-types.js';
@@ -42,6 +44,8 @@ export interface CreateBatchParams {
 
 interface BatchRow {
   id: string;
+  owner: string;
+  seq: number;
   endpoint: string;
   input_file_id: string;
   completion_window: string;
@@ -66,6 +70,7 @@ interface BatchRow {
 
 interface FileRow {
   id: string;
+  owner: string;
   purpose: string;
   filename: string;
   bytes: number;
@@ -77,8 +82,11 @@ interface FileRow {
 
 const DEFAULT_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'];
 
+/** The columns of a file row without its content, for lists. */
+const FILE_COLUMNS = 'id, owner, purpose, filename, bytes, created_at, NULL AS content, batch_id, kind';
+
 function toBatch(row: BatchRow): BatchObject {
-  const { errors, metadata, total, completed, failed, ...rest } = row;
+  const { errors, metadata, total, completed, failed, owner: _owner, seq: _seq, ...rest } = row;
   return {
     ...rest,
     object: 'batch',
@@ -86,6 +94,24 @@ function toBatch(row: BatchRow): BatchObject {
     metadata: metadata === null ? null : (JSON.parse(metadata) as Record<string, string>),
     request_counts: { total, completed, failed },
   };
+}
+
+/** A cursor page from up to `limit + 1` rows fetched newest first. */
+function page<R, T extends { id: string }>(rows: R[], limit: number, map: (row: R) => T): ListPage<T> {
+  const data = rows.slice(0, limit).map(map);
+  return {
+    object: 'list',
+    data,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
+    has_more: rows.length > limit,
+  };
+}
+
+/** `limit` of a list call clamped to 1..100, default 20 (also for a limit that is not a number). */
+function pageSize(opts: ListOptions): number {
+  const limit = opts.limit !== undefined && Number.isFinite(opts.limit) ? opts.limit : 20;
+  return Math.min(100, Math.max(1, Math.floor(limit)));
 }
 
 function toFile(row: FileRow): FileObject {
@@ -102,12 +128,13 @@ function toFile(row: FileRow): FileObject {
 
 /**
  * Files and batches of the batch API. Create one per process over a shared `openJobDb` connection;
- * several processes may share the database file.
+ * several processes may share the database file. Every method takes the `owner` (tenant, '' without
+ * tenants): a file or batch of another owner is reported as not found, lists show the owner's only.
  *
  * @example
  * const store = new JobStore(openJobDb(path));
- * const file = store.createFile({ filename: 'in.jsonl', purpose: 'batch', content });
- * const batch = store.createBatch({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' });
+ * const file = store.createFile('acme', { filename: 'in.jsonl', purpose: 'batch', content });
+ * const batch = store.createBatch('acme', { input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' });
  */
 export class JobStore {
   private readonly clock: () => number;
@@ -126,7 +153,7 @@ export class JobStore {
   }
 
   /** Stores an uploaded batch input file after validating every line; throws `JobError` naming the bad line. */
-  createFile(params: CreateFileParams): FileObject {
+  createFile(owner: string, params: CreateFileParams): FileObject {
     if (params.purpose !== 'batch') {
       throw new JobError(
         JobErrors.invalidRequest,
@@ -139,21 +166,70 @@ export class JobStore {
     const id = newId('file-');
     this.db
       .prepare(
-        `INSERT INTO job_files (id, purpose, filename, bytes, created_at, content, batch_id, kind)
-         VALUES (?, 'batch', ?, ?, ?, ?, NULL, 'upload')`,
+        `INSERT INTO job_files (id, owner, seq, purpose, filename, bytes, created_at, content, batch_id, kind)
+         VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_files), 'batch', ?, ?, ?, ?, NULL, 'upload')`,
       )
-      .run(id, params.filename, content.length, this.nowS(), content);
-    return this.getFile(id);
+      .run(id, owner, params.filename, content.length, this.nowS(), content);
+    return this.getFile(owner, id);
   }
 
-  /** The file object; throws `JobError` 404 when unknown. */
-  getFile(id: string): FileObject {
-    return toFile(this.fileRow(id));
+  /** The file object; throws `JobError` 404 when unknown or another owner's. */
+  getFile(owner: string, id: string): FileObject {
+    return toFile(this.fileRow(owner, id));
+  }
+
+  /** Files of `owner` (uploads, output and error files), newest first, `limit` (1..100, default 20) after the file id `after`. */
+  listFiles(owner: string, opts: ListOptions = {}): ListPage<FileObject> {
+    const limit = pageSize(opts);
+    const rows = (
+      opts.after === undefined
+        ? this.db
+            .prepare(`SELECT ${FILE_COLUMNS} FROM job_files WHERE owner = ? ORDER BY seq DESC LIMIT ?`)
+            .all(owner, limit + 1)
+        : this.db
+            .prepare(
+              `SELECT ${FILE_COLUMNS} FROM job_files
+               WHERE owner = ? AND seq < (SELECT seq FROM job_files WHERE id = ? AND owner = ?)
+               ORDER BY seq DESC LIMIT ?`,
+            )
+            .all(owner, opts.after, owner, limit + 1)
+    ) as FileRow[];
+    return page(rows, limit, toFile);
+  }
+
+  /**
+   * Deletes a file of `owner`. An upload cannot go while a batch that is not terminal reads it
+   * (`JobError` 409 `file_in_use`); output and error files can go at any time (the batch keeps its
+   * `output_file_id`, which then answers 404). Throws `JobError` 404 when unknown.
+   */
+  deleteFile(owner: string, id: string): { id: string; object: 'file'; deleted: true } {
+    this.db
+      .transaction(() => {
+        const row = this.fileRow(owner, id);
+        if (row.kind === 'upload') {
+          const user = this.db
+            .prepare(
+              `SELECT id, status FROM job_batches WHERE input_file_id = ?
+               AND status NOT IN ('failed', 'completed', 'expired', 'cancelled') LIMIT 1`,
+            )
+            .get(id) as { id: string; status: string } | undefined;
+          if (user !== undefined) {
+            throw new JobError(
+              JobErrors.fileInUse,
+              `file ${id} is the input of batch ${user.id}, which is ${user.status}`,
+              'file_id',
+            );
+          }
+        }
+        this.db.prepare('DELETE FROM job_files WHERE id = ?').run(id);
+      })
+      .immediate();
+    return { id, object: 'file', deleted: true };
   }
 
   /** The content of a file, line by line (without newlines): uploads as stored, output and error files in input order. */
-  *fileLines(id: string): IterableIterator<string> {
-    const row = this.fileRow(id);
+  *fileLines(owner: string, id: string): IterableIterator<string> {
+    const row = this.fileRow(owner, id);
     if (row.kind === 'upload') {
       for (const line of (row.content ?? Buffer.alloc(0)).toString('utf8').split('\n'))
         if (line !== '') yield line;
@@ -163,9 +239,9 @@ export class JobStore {
   }
 
   /** The whole content of a file (`GET /v1/files/{id}/content`), each line ending in `\n`. */
-  fileContent(id: string): string {
+  fileContent(owner: string, id: string): string {
     let out = '';
-    for (const line of this.fileLines(id)) out += line + '\n';
+    for (const line of this.fileLines(owner, id)) out += line + '\n';
     return out;
   }
 
@@ -173,10 +249,11 @@ export class JobStore {
    * Creates a batch from an uploaded file and stores all its items in the same transaction. Throws
    * `JobError` for an unknown file, an unsupported endpoint or window, or bad metadata. A file whose
    * lines target another URL than `endpoint` gives a batch with status `failed` and the lines in
-   * `errors`. Otherwise the batch is `validating` until a worker claims its first item.
+   * `errors`. Otherwise the batch is `validating` until a worker claims its first item. The input
+   * file must be `owner`'s (another owner's is not found).
    */
-  createBatch(params: CreateBatchParams): BatchObject {
-    const file = this.fileRow(params.input_file_id);
+  createBatch(owner: string, params: CreateBatchParams): BatchObject {
+    const file = this.fileRow(owner, params.input_file_id);
     if (file.kind !== 'upload') {
       throw new JobError(
         JobErrors.invalidRequest,
@@ -228,11 +305,12 @@ export class JobStore {
         };
         this.db
           .prepare(
-            `INSERT INTO job_batches (id, seq, endpoint, input_file_id, completion_window, status, errors, metadata,
-             total, created_at, expires_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+            `INSERT INTO job_batches (id, owner, seq, endpoint, input_file_id, completion_window, status, errors,
+             metadata, total, created_at, expires_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           )
           .run(
             id,
+            owner,
             seq,
             params.endpoint,
             file.id,
@@ -255,47 +333,46 @@ export class JobStore {
         }
       })
       .immediate();
-    return this.getBatch(id);
+    return this.getBatch(owner, id);
   }
 
-  /** The batch object; throws `JobError` 404 when unknown. */
-  getBatch(id: string): BatchObject {
-    const row = this.db.prepare('SELECT * FROM job_batches WHERE id = ?').get(id) as BatchRow | undefined;
+  /** The batch object; throws `JobError` 404 when unknown or another owner's. */
+  getBatch(owner: string, id: string): BatchObject {
+    const row = this.db.prepare('SELECT * FROM job_batches WHERE id = ? AND owner = ?').get(id, owner) as
+      BatchRow | undefined;
     if (row === undefined) throw new JobError(JobErrors.batchNotFound, `no batch ${id}`, 'batch_id');
     return toBatch(row);
   }
 
-  /** Batches, newest first, `limit` (1..100, default 20) after the batch id `after`. */
-  listBatches(opts: { after?: string; limit?: number } = {}): ListPage<BatchObject> {
-    const limit = Math.min(100, Math.max(1, Math.floor(opts.limit ?? 20)));
+  /** Batches of `owner`, newest first, `limit` (1..100, default 20) after the batch id `after`. */
+  listBatches(owner: string, opts: ListOptions = {}): ListPage<BatchObject> {
+    const limit = pageSize(opts);
     const rows = (
       opts.after === undefined
-        ? this.db.prepare('SELECT * FROM job_batches ORDER BY seq DESC LIMIT ?').all(limit + 1)
+        ? this.db
+            .prepare('SELECT * FROM job_batches WHERE owner = ? ORDER BY seq DESC LIMIT ?')
+            .all(owner, limit + 1)
         : this.db
             .prepare(
-              'SELECT * FROM job_batches WHERE seq < (SELECT seq FROM job_batches WHERE id = ?) ORDER BY seq DESC LIMIT ?',
+              `SELECT * FROM job_batches
+               WHERE owner = ? AND seq < (SELECT seq FROM job_batches WHERE id = ? AND owner = ?)
+               ORDER BY seq DESC LIMIT ?`,
             )
-            .all(opts.after, limit + 1)
+            .all(owner, opts.after, owner, limit + 1)
     ) as BatchRow[];
-    const data = rows.slice(0, limit).map(toBatch);
-    return {
-      object: 'list',
-      data,
-      first_id: data[0]?.id ?? null,
-      last_id: data.at(-1)?.id ?? null,
-      has_more: rows.length > limit,
-    };
+    return page(rows, limit, toBatch);
   }
 
   /**
    * Cancels a batch: items not yet started are failed with `batch_cancelled` at once; items a
    * worker holds finish normally. Returns `cancelled` when nothing was in flight, else `cancelling`
-   * (the worker ends it when its last item returns). Throws `JobError` 409 for a finished batch.
+   * (the worker ends it when its last item returns). Throws `JobError` 409 for a finished batch,
+   * 404 for an unknown batch or another owner's.
    */
-  cancelBatch(id: string): BatchObject {
+  cancelBatch(owner: string, id: string): BatchObject {
     this.db
       .transaction(() => {
-        const batch = this.getBatch(id);
+        const batch = this.getBatch(owner, id);
         if (batch.status === 'cancelling') return;
         if (TERMINAL_STATUSES.has(batch.status) || batch.status === 'finalizing') {
           throw new JobError(
@@ -320,11 +397,12 @@ export class JobStore {
         if (unfinishedItems(this.db, id) === 0) finishBatch(this.db, id, 'cancelled', nowS);
       })
       .immediate();
-    return this.getBatch(id);
+    return this.getBatch(owner, id);
   }
 
-  private fileRow(id: string): FileRow {
-    const row = this.db.prepare('SELECT * FROM job_files WHERE id = ?').get(id) as FileRow | undefined;
+  private fileRow(owner: string, id: string): FileRow {
+    const row = this.db.prepare('SELECT * FROM job_files WHERE id = ? AND owner = ?').get(id, owner) as
+      FileRow | undefined;
     if (row === undefined) throw new JobError(JobErrors.fileNotFound, `no file ${id}`, 'file_id');
     return row;
   }

@@ -100,6 +100,8 @@ export interface JobItem {
   /** Item id, unique in the database; results are keyed by it. */
   id: number;
   batchId: string;
+  /** Tenant that owns the batch ('' without tenants); the executor dispatches the item as this tenant. */
+  owner: string;
   /** 0-based position in the input file. */
   index: number;
   customId: string;

@@ -1,14 +1,13 @@
 /**
- * Runs batch items: claims them from the job database under a lease, calls an injected executor,
- * and records each result exactly once. Processing is at-least-once (a crash or an expired lease
- * runs an item again) with exactly-once results (`ItemQueue.record` keeps the first). Concurrency
+ * Runs batch items: claims them from a `JobBackend` under a lease, calls an injected executor, and
+ * records each result exactly once. Processing is at-least-once (a crash or an expired lease runs
+ * an item again) with exactly-once results (the backend's `record` keeps the first). Concurrency
  * and start rate are capped so batch work stays in the background of interactive traffic. It knows
- * nothing about HTTP: the executor does.
+ * nothing about HTTP (the executor does) nor about storage (the backend does).
  */
 
 import { randomBytes } from 'node:crypto';
-import type { JobDb } from './job-db.js';
-import { ItemQueue } from './item-queue.js';
+import type { JobBackend } from './job-backend.js';
 import type { ItemResult, JobItem } from './job-types.js';
 
 /**
@@ -37,9 +36,9 @@ export interface JobWorkerOptions {
   retryBaseMs?: number;
   /** Lease owner name; unique per worker. Default random. */
   workerId?: string;
-  /** Wall clock, ms since the epoch, shared with every process on the database. Default `Date.now`. */
+  /** Clock of the start-rate bucket and the sweep tick, ms. Default `Date.now`. Leases use the backend's own clock. */
   clock?: () => number;
-  /** Called with errors the worker survives (a database write that failed; the lease will expire and the item run again). */
+  /** Called with errors the worker survives (a backend call that failed; the lease will expire and the item run again). */
   onError?: (err: unknown) => void;
 }
 
@@ -61,24 +60,24 @@ function retryable(status: number): boolean {
 }
 
 /**
- * A worker over one job database. `start()` it once; `stop()` lets running items finish (or abort
- * at their lease deadline) and stops claiming.
+ * A worker over one job backend. `start()` it once; `stop()` stops claiming, aborts running
+ * executions and waits for them to settle. Any number of workers, in one process or many, may share
+ * a backend.
  *
  * @example
- * const worker = new JobWorker(db, executor, { concurrency: 8, ratePerSecond: 200 });
+ * const worker = new JobWorker(createSqliteJobBackend(path), executor, { concurrency: 8, ratePerSecond: 200 });
  * worker.start();
  * await worker.whenIdle();
  */
 export class JobWorker {
   readonly stats: JobWorkerStats = { started: 0, recorded: 0, duplicates: 0, retried: 0 };
-  private readonly queue: ItemQueue;
   private readonly concurrency: number;
   private readonly rate: number; // items/s
   private readonly leaseMs: number;
   private readonly pollMs: number;
   private readonly maxAttempts: number;
   private readonly retryBaseMs: number;
-  private readonly owner: string;
+  private readonly workerId: string;
   private readonly clock: () => number;
   private readonly onError: (err: unknown) => void;
   private readonly stopper = new AbortController();
@@ -87,22 +86,22 @@ export class JobWorker {
   private refilledAt: number; // ms since the epoch
   private loop: Promise<void> | null = null;
   private wake: (() => void) | null = null;
+  private woken = false; // a wake-up came while the loop was not sleeping
   private idleWaiters: (() => void)[] = [];
 
   constructor(
-    db: JobDb,
+    private readonly backend: JobBackend,
     private readonly executor: ItemExecutor,
     opts: JobWorkerOptions = {},
   ) {
     this.clock = opts.clock ?? Date.now;
-    this.queue = new ItemQueue(db, this.clock);
     this.concurrency = Math.max(1, opts.concurrency ?? 4);
     this.rate = opts.ratePerSecond ?? Infinity;
     this.leaseMs = opts.leaseMs ?? 300_000;
     this.pollMs = opts.pollMs ?? 500;
     this.maxAttempts = Math.max(1, opts.maxAttempts ?? 3);
     this.retryBaseMs = opts.retryBaseMs ?? 1000;
-    this.owner = opts.workerId ?? `worker-${randomBytes(6).toString('hex')}`;
+    this.workerId = opts.workerId ?? `worker-${randomBytes(6).toString('hex')}`;
     this.onError = opts.onError ?? (() => {});
     this.tokens = this.concurrency;
     this.refilledAt = this.clock();
@@ -116,7 +115,7 @@ export class JobWorker {
   /** Stops claiming, aborts running executions and waits for them to settle. Unfinished items run again elsewhere once their lease expires. */
   async stop(): Promise<void> {
     this.stopper.abort();
-    this.wake?.();
+    this.notify();
     await this.loop;
     await Promise.allSettled(this.running);
   }
@@ -125,7 +124,7 @@ export class JobWorker {
   whenIdle(): Promise<void> {
     return new Promise((resolve) => {
       this.idleWaiters.push(resolve);
-      this.wake?.();
+      this.notify();
     });
   }
 
@@ -135,14 +134,21 @@ export class JobWorker {
       const now = this.clock();
       if (now - sweptAt >= this.pollMs) {
         sweptAt = now;
-        this.guard(() => this.queue.sweep(this.maxAttempts));
+        await this.guard(() => this.backend.sweep(this.maxAttempts));
       }
       const want = Math.min(this.concurrency - this.running.size, this.availableTokens());
       const items =
-        want > 0 ? (this.guard(() => this.queue.claim(this.owner, want, this.leaseMs)) ?? []) : [];
+        want > 0
+          ? ((await this.guard(() => this.backend.claim(this.workerId, want, this.leaseMs))) ?? [])
+          : [];
+      if (this.stopper.signal.aborted) {
+        // Stopped during the claim: hand the items straight back rather than run them.
+        for (const item of items) await this.guard(() => this.backend.retryLater(item, this.workerId, 0));
+        break;
+      }
       for (const item of items) this.launch(item);
       if (items.length === 0 && this.running.size === 0 && this.idleWaiters.length > 0) {
-        if (this.guard(() => this.queue.hasWork()) === false) {
+        if ((await this.guard(() => this.backend.hasWork())) === false) {
           for (const resolve of this.idleWaiters.splice(0)) resolve();
         }
       }
@@ -160,7 +166,7 @@ export class JobWorker {
     this.stats.started++;
     const p = this.execute(item).finally(() => {
       this.running.delete(p);
-      this.wake?.();
+      this.notify();
     });
     this.running.add(p);
   }
@@ -181,17 +187,18 @@ export class JobWorker {
     const again = result === null || retryable(result.status);
     if (again && item.attempts < this.maxAttempts) {
       const delay = this.retryBaseMs * 2 ** (item.attempts - 1);
-      if (this.guard(() => this.queue.retryLater(item.id, this.owner, delay)) === true) this.stats.retried++;
+      if ((await this.guard(() => this.backend.retryLater(item, this.workerId, delay))) === true)
+        this.stats.retried++;
       return;
     }
-    const outcome = this.guard(() =>
+    const outcome = await this.guard(() =>
       result === null
-        ? this.queue.fail(item.id, { code: 'request_failed', message: failure })
-        : this.queue.record(item.id, result),
+        ? this.backend.fail(item, { code: 'request_failed', message: failure })
+        : this.backend.record(item, result),
     );
     if (outcome === 'duplicate') this.stats.duplicates++;
     else if (outcome !== undefined) this.stats.recorded++;
-    if (outcome === 'last') this.guard(() => this.queue.finalize(item.batchId));
+    if (outcome === 'last') await this.guard(() => this.backend.finalize(item.batchId));
   }
 
   private availableTokens(): number {
@@ -202,18 +209,28 @@ export class JobWorker {
     return Math.floor(this.tokens);
   }
 
-  /** Runs a database step; a failure is reported and yields undefined (the lease expiry is the recovery). */
-  private guard<T>(step: () => T): T | undefined {
+  /** Runs a backend step; a failure is reported and yields undefined (the lease expiry is the recovery). */
+  private async guard<T>(step: () => Promise<T>): Promise<T | undefined> {
     try {
-      return step();
+      return await step();
     } catch (err) {
       this.onError(err);
       return undefined;
     }
   }
 
+  /** Ends the loop's current sleep, or the next one at once when the loop is busy in a backend call. */
+  private notify(): void {
+    if (this.wake !== null) this.wake();
+    else this.woken = true;
+  }
+
   private sleep(ms: number): Promise<void> {
     if (this.stopper.signal.aborted) return Promise.resolve();
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);

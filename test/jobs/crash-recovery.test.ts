@@ -10,6 +10,7 @@ import { embeddingsJsonl, tempDb } from './job-test-kit.js';
 
 const ITEMS = 2000;
 const DIM = 64; // embedding_dim of the `fast` profile
+const OWNER = 'acme';
 const WORKER = fileURLToPath(new URL('./fixtures/run-worker.js', import.meta.url));
 
 interface Child {
@@ -50,12 +51,12 @@ describe('crash recovery', () => {
       env.cleanup();
     });
     const store = new JobStore(env.db);
-    const file = store.createFile({
+    const file = store.createFile(OWNER, {
       filename: 'crash.jsonl',
       purpose: 'batch',
       content: embeddingsJsonl(ITEMS),
     });
-    const { id } = store.createBatch({
+    const { id } = store.createBatch(OWNER, {
       input_file_id: file.id,
       endpoint: '/v1/embeddings',
       completion_window: '24h',
@@ -68,11 +69,11 @@ describe('crash recovery', () => {
     await until(
       'a quarter of the results',
       15_000,
-      () => store.getBatch(id).request_counts.completed >= ITEMS / 4,
+      () => store.getBatch(OWNER, id).request_counts.completed >= ITEMS / 4,
     );
     first.proc.kill('SIGKILL');
     assert.equal(await first.exited, null, `killed by a signal; output: ${first.output()}`);
-    const atKill = store.getBatch(id);
+    const atKill = store.getBatch(OWNER, id);
     const leased = env.db.prepare("SELECT COUNT(*) AS n FROM job_items WHERE state = 'leased'").get() as {
       n: number;
     };
@@ -85,12 +86,12 @@ describe('crash recovery', () => {
     assert.equal(await Promise.race([second.exited, hung]), 0, `second worker output: ${second.output()}`);
     const elapsed = performance.now() - started;
 
-    const batch = store.getBatch(id);
+    const batch = store.getBatch(OWNER, id);
     assert.equal(batch.status, 'completed');
     assert.deepEqual(batch.request_counts, { total: ITEMS, completed: ITEMS, failed: 0 });
     assert.equal(batch.error_file_id, null);
     const lines = store
-      .fileContent(batch.output_file_id!)
+      .fileContent(OWNER, batch.output_file_id!)
       .trimEnd()
       .split('\n')
       .map((l) => JSON.parse(l) as OutputLine);

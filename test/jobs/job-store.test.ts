@@ -8,11 +8,12 @@ import type { OutputLine } from '../../proxy/jobs/job-types.js';
 import { embeddingLine, embeddingsJsonl, ManualClock, tempDb } from './job-test-kit.js';
 
 const LEASE_MS = 60_000;
+const OWNER = 'acme';
 
 function lines(store: JobStore, fileId: string | null): OutputLine[] {
   assert.ok(fileId !== null, 'file id present');
   return store
-    .fileContent(fileId)
+    .fileContent(OWNER, fileId)
     .split('\n')
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l) as OutputLine);
@@ -33,27 +34,39 @@ describe('job store', () => {
   afterEach(() => env.cleanup());
 
   function batchOf(n: number): string {
-    const file = store.createFile({ filename: 'in.jsonl', purpose: 'batch', content: embeddingsJsonl(n) });
-    return store.createBatch({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' })
-      .id;
+    const file = store.createFile(OWNER, {
+      filename: 'in.jsonl',
+      purpose: 'batch',
+      content: embeddingsJsonl(n),
+    });
+    return store.createBatch(OWNER, {
+      input_file_id: file.id,
+      endpoint: '/v1/embeddings',
+      completion_window: '24h',
+    }).id;
   }
 
   it('rejects an upload with a bad line, naming the line', () => {
     assert.throws(
-      () => store.createFile({ filename: 'x', purpose: 'batch', content: `${embeddingLine(0)}\nnope\n` }),
+      () =>
+        store.createFile(OWNER, { filename: 'x', purpose: 'batch', content: `${embeddingLine(0)}\nnope\n` }),
       (err: unknown) => err instanceof JobError && err.line === 2 && err.kind.status === 400,
     );
     assert.throws(
-      () => store.createFile({ filename: 'x', purpose: 'fine-tune', content: embeddingLine(0) }),
+      () => store.createFile(OWNER, { filename: 'x', purpose: 'fine-tune', content: embeddingLine(0) }),
       /purpose/,
     );
   });
 
   it('has every item on disk when create returns, visible to another connection', () => {
-    const file = store.createFile({ filename: 'in.jsonl', purpose: 'batch', content: embeddingsJsonl(50) });
+    const file = store.createFile(OWNER, {
+      filename: 'in.jsonl',
+      purpose: 'batch',
+      content: embeddingsJsonl(50),
+    });
     assert.equal(file.object, 'file');
     assert.equal(file.bytes, Buffer.byteLength(embeddingsJsonl(50)));
-    const batch = store.createBatch({
+    const batch = store.createBatch(OWNER, {
       input_file_id: file.id,
       endpoint: '/v1/embeddings',
       completion_window: '24h',
@@ -69,7 +82,7 @@ describe('job store', () => {
     };
     other.close();
     assert.equal(row.n, 50);
-    assert.equal(store.fileContent(file.id), embeddingsJsonl(50));
+    assert.equal(store.fileContent(OWNER, file.id), embeddingsJsonl(50));
   });
 
   it('moves validating → in_progress → finalizing → completed, with counts and output in input order', () => {
@@ -84,8 +97,9 @@ describe('job store', () => {
         [3, 'req-3', 1],
       ],
     );
-    assert.equal(store.getBatch(id).status, 'in_progress');
-    assert.ok(store.getBatch(id).in_progress_at !== null);
+    assert.ok(items.every((i) => i.owner === OWNER));
+    assert.equal(store.getBatch(OWNER, id).status, 'in_progress');
+    assert.ok(store.getBatch(OWNER, id).in_progress_at !== null);
     // Results arrive out of order; files must still be in input order.
     assert.equal(queue.record(items[3]!.id, { status: 200, body: { n: 3 } }), 'recorded');
     assert.equal(
@@ -93,13 +107,13 @@ describe('job store', () => {
       'recorded',
     );
     assert.equal(queue.record(items[0]!.id, { status: 200, body: { n: 0 } }), 'recorded');
-    assert.deepEqual(store.getBatch(id).request_counts, { total: 4, completed: 2, failed: 1 });
+    assert.deepEqual(store.getBatch(OWNER, id).request_counts, { total: 4, completed: 2, failed: 1 });
     assert.equal(queue.fail(items[2]!.id, { code: 'request_failed', message: 'ECONNRESET' }), 'last');
-    const finalizing = store.getBatch(id);
+    const finalizing = store.getBatch(OWNER, id);
     assert.equal(finalizing.status, 'finalizing');
     assert.ok(finalizing.finalizing_at !== null);
     queue.finalize(id);
-    const done = store.getBatch(id);
+    const done = store.getBatch(OWNER, id);
     assert.equal(done.status, 'completed');
     assert.ok(done.completed_at !== null);
     assert.deepEqual(done.request_counts, { total: 4, completed: 2, failed: 2 });
@@ -120,10 +134,10 @@ describe('job store', () => {
       ],
     );
     assert.equal(
-      store.getFile(done.output_file_id!).bytes,
-      Buffer.byteLength(store.fileContent(done.output_file_id!)),
+      store.getFile(OWNER, done.output_file_id!).bytes,
+      Buffer.byteLength(store.fileContent(OWNER, done.output_file_id!)),
     );
-    assert.equal(store.getFile(done.output_file_id!).purpose, 'batch_output');
+    assert.equal(store.getFile(OWNER, done.output_file_id!).purpose, 'batch_output');
   });
 
   it('writes a result once even when the item ran twice', () => {
@@ -136,13 +150,13 @@ describe('job store', () => {
     assert.equal(again?.attempts, 2);
     assert.equal(queue.record(again.id, { status: 200, body: 'second' }), 'recorded');
     assert.equal(queue.record(first.id, { status: 200, body: 'first' }), 'duplicate');
-    assert.deepEqual(store.getBatch(id).request_counts, { total: 2, completed: 1, failed: 0 });
+    assert.deepEqual(store.getBatch(OWNER, id).request_counts, { total: 2, completed: 1, failed: 0 });
   });
 
   it('fails a batch whose lines target another endpoint, with the line numbers', () => {
     const content = `${embeddingLine(0)}\n${embeddingLine(1, '/v1/chat/completions')}\n`;
-    const file = store.createFile({ filename: 'in.jsonl', purpose: 'batch', content });
-    const batch = store.createBatch({
+    const file = store.createFile(OWNER, { filename: 'in.jsonl', purpose: 'batch', content });
+    const batch = store.createBatch(OWNER, {
       input_file_id: file.id,
       endpoint: '/v1/embeddings',
       completion_window: '24h',
@@ -165,18 +179,22 @@ describe('job store', () => {
         return err instanceof JobError ? err.kind.status : -1;
       }
     };
-    const file = store.createFile({ filename: 'in.jsonl', purpose: 'batch', content: embeddingsJsonl(1) });
+    const file = store.createFile(OWNER, {
+      filename: 'in.jsonl',
+      purpose: 'batch',
+      content: embeddingsJsonl(1),
+    });
     assert.equal(
-      status(() => store.getBatch('batch_nope')),
+      status(() => store.getBatch(OWNER, 'batch_nope')),
       404,
     );
     assert.equal(
-      status(() => store.getFile('file-nope')),
+      status(() => store.getFile(OWNER, 'file-nope')),
       404,
     );
     assert.equal(
       status(() =>
-        store.createBatch({
+        store.createBatch(OWNER, {
           input_file_id: 'file-nope',
           endpoint: '/v1/embeddings',
           completion_window: '24h',
@@ -186,13 +204,21 @@ describe('job store', () => {
     );
     assert.equal(
       status(() =>
-        store.createBatch({ input_file_id: file.id, endpoint: '/v1/images', completion_window: '24h' }),
+        store.createBatch(OWNER, {
+          input_file_id: file.id,
+          endpoint: '/v1/images',
+          completion_window: '24h',
+        }),
       ),
       400,
     );
     assert.equal(
       status(() =>
-        store.createBatch({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '1h' }),
+        store.createBatch(OWNER, {
+          input_file_id: file.id,
+          endpoint: '/v1/embeddings',
+          completion_window: '1h',
+        }),
       ),
       400,
     );
@@ -200,7 +226,7 @@ describe('job store', () => {
 
   it('cancels at once when nothing is in flight', () => {
     const id = batchOf(3);
-    const cancelled = store.cancelBatch(id);
+    const cancelled = store.cancelBatch(OWNER, id);
     assert.equal(cancelled.status, 'cancelled');
     assert.ok(cancelled.cancelling_at !== null && cancelled.cancelled_at !== null);
     assert.deepEqual(cancelled.request_counts, { total: 3, completed: 0, failed: 3 });
@@ -214,7 +240,7 @@ describe('job store', () => {
       ],
     );
     assert.throws(
-      () => store.cancelBatch(id),
+      () => store.cancelBatch(OWNER, id),
       (err: unknown) => err instanceof JobError && err.kind.status === 409,
     );
   });
@@ -223,11 +249,11 @@ describe('job store', () => {
     const id = batchOf(3);
     const [running] = queue.claim('w1', 1, LEASE_MS);
     assert.ok(running !== undefined);
-    assert.equal(store.cancelBatch(id).status, 'cancelling');
-    assert.equal(store.cancelBatch(id).status, 'cancelling', 'a second cancel is harmless');
+    assert.equal(store.cancelBatch(OWNER, id).status, 'cancelling');
+    assert.equal(store.cancelBatch(OWNER, id).status, 'cancelling', 'a second cancel is harmless');
     assert.deepEqual(queue.claim('w2', 10, LEASE_MS), [], 'nothing more is handed out');
     queue.record(running.id, { status: 200, body: { ok: true } });
-    const done = store.getBatch(id);
+    const done = store.getBatch(OWNER, id);
     assert.equal(done.status, 'cancelled');
     assert.deepEqual(done.request_counts, { total: 3, completed: 1, failed: 2 });
     assert.deepEqual(
@@ -239,11 +265,11 @@ describe('job store', () => {
   it('ends a cancelling batch whose worker died once the lease runs out', () => {
     const id = batchOf(2);
     queue.claim('dead', 1, 1000);
-    assert.equal(store.cancelBatch(id).status, 'cancelling');
+    assert.equal(store.cancelBatch(OWNER, id).status, 'cancelling');
     clock.advance(1001);
     queue.sweep(3);
-    assert.equal(store.getBatch(id).status, 'cancelled');
-    assert.deepEqual(store.getBatch(id).request_counts, { total: 2, completed: 0, failed: 2 });
+    assert.equal(store.getBatch(OWNER, id).status, 'cancelled');
+    assert.deepEqual(store.getBatch(OWNER, id).request_counts, { total: 2, completed: 0, failed: 2 });
   });
 
   it('expires a batch past its window and discards late results', () => {
@@ -253,7 +279,7 @@ describe('job store', () => {
     const [late] = queue.claim('w1', 1, LEASE_MS);
     clock.advance(86_400_000);
     queue.sweep(3);
-    const expired = store.getBatch(id);
+    const expired = store.getBatch(OWNER, id);
     assert.equal(expired.status, 'expired');
     assert.ok(expired.expired_at !== null);
     assert.deepEqual(expired.request_counts, { total: 3, completed: 1, failed: 2 });
@@ -274,7 +300,7 @@ describe('job store', () => {
       clock.advance(1001);
     }
     queue.sweep(3);
-    const done = store.getBatch(id);
+    const done = store.getBatch(OWNER, id);
     assert.equal(done.status, 'completed');
     assert.deepEqual(
       lines(store, done.error_file_id).map((l) => l.error?.code),
@@ -284,13 +310,13 @@ describe('job store', () => {
 
   it('lists batches newest first with a cursor', () => {
     const ids = [batchOf(1), batchOf(1), batchOf(1)];
-    const page1 = store.listBatches({ limit: 2 });
+    const page1 = store.listBatches(OWNER, { limit: 2 });
     assert.deepEqual(
       page1.data.map((b) => b.id),
       [ids[2], ids[1]],
     );
     assert.equal(page1.has_more, true);
-    const page2 = store.listBatches({ limit: 2, after: page1.last_id! });
+    const page2 = store.listBatches(OWNER, { limit: 2, after: page1.last_id! });
     assert.deepEqual(
       page2.data.map((b) => b.id),
       [ids[0]],

@@ -1,6 +1,6 @@
 /**
- * Shared helpers of the job tests: a database in a fresh temp dir, JSONL builders and a manual
- * wall clock.
+ * Shared helpers of the job tests: a temp dir, a database in one, JSONL builders and a manual wall
+ * clock.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,10 +8,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openJobDb, type JobDb } from '../../proxy/jobs/job-db.js';
 
+/** A fresh temp dir and the path of a job database in it (not created); `cleanup()` removes the dir. */
+export function tempDir(): { path: string; dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-jobs-'));
+  return { path: join(dir, 'jobs.db'), dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 /** A job database in its own temp dir; `cleanup()` closes it and removes the dir. */
 export function tempDb(): { db: JobDb; path: string; dir: string; cleanup: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-jobs-'));
-  const path = join(dir, 'jobs.db');
+  const { dir, path } = tempDir();
   const db = openJobDb(path);
   return {
     db,
