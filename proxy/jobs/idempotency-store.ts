@@ -1,8 +1,9 @@
 /**
  * `Idempotency-Key` bookkeeping for POST endpoints: the first request with a key runs, a retry with
  * the same key and body replays the stored response, the same key with another body or while the
- * first still runs is a conflict (409). Keys expire after a TTL. Two stores behind one interface:
- * SQLite (the job database file, shared by processes) and in-memory. It never writes HTTP.
+ * first still runs is a conflict (409). Keys expire after a TTL. Three stores behind one async
+ * interface: SQLite (the job database file, shared by processes), Redis (shared by Sluice
+ * instances; keys expire by Redis TTL) and in-memory. It never writes HTTP.
  */
 
 import { createHash } from 'node:crypto';
@@ -27,16 +28,19 @@ export type IdempotencyBegin =
   | { kind: 'replay'; response: StoredResponse }
   | { kind: 'conflict'; reason: 'different-body' | 'in-progress' };
 
-/** An idempotency store. Methods are synchronous: both implementations answer without I/O waits. */
+/**
+ * An idempotency store. Methods are async so a networked store fits; the memory and SQLite stores
+ * resolve at once. A rejection is a store failure (Redis down), which callers answer with 503.
+ */
 export interface IdempotencyStore {
   /** Claims `key` for a request whose method, path and body hash to `requestHash` (see `hashIdempotentRequest`). */
-  begin(key: string, requestHash: string): IdempotencyBegin;
+  begin(key: string, requestHash: string): Promise<IdempotencyBegin>;
   /** Stores the response of the request that got `new`; replays start now and last `ttlMs`. No-op if the claim was lost. */
-  complete(key: string, response: StoredResponse): void;
+  complete(key: string, response: StoredResponse): Promise<void>;
   /** Releases a claim whose request produced nothing worth replaying (a 5xx, an abort): a retry runs again. */
-  abandon(key: string): void;
-  /** Deletes expired keys; returns how many. Expired keys are ignored anyway, this only reclaims space. */
-  purgeExpired(): number;
+  abandon(key: string): Promise<void>;
+  /** Deletes expired keys; returns how many. Expired keys are ignored anyway, this only reclaims space (Redis: always 0). */
+  purgeExpired(): Promise<number>;
 }
 
 /** Options of `createIdempotencyStore`. */
@@ -107,7 +111,7 @@ class MemoryIdempotencyStore implements IdempotencyStore {
     private readonly clock: () => number,
   ) {}
 
-  begin(key: string, requestHash: string): IdempotencyBegin {
+  async begin(key: string, requestHash: string): Promise<IdempotencyBegin> {
     const now = this.clock();
     const decided = decide(this.entries.get(key), requestHash, now);
     if (decided !== null) return decided;
@@ -120,7 +124,7 @@ class MemoryIdempotencyStore implements IdempotencyStore {
     return { kind: 'new' };
   }
 
-  complete(key: string, response: StoredResponse): void {
+  async complete(key: string, response: StoredResponse): Promise<void> {
     const entry = this.entries.get(key);
     if (entry?.state !== 'in-progress') return;
     entry.state = 'done';
@@ -128,11 +132,11 @@ class MemoryIdempotencyStore implements IdempotencyStore {
     entry.expiresAt = this.clock() + this.ttlMs;
   }
 
-  abandon(key: string): void {
+  async abandon(key: string): Promise<void> {
     if (this.entries.get(key)?.state === 'in-progress') this.entries.delete(key);
   }
 
-  purgeExpired(): number {
+  async purgeExpired(): Promise<number> {
     const now = this.clock();
     let n = 0;
     for (const [key, entry] of this.entries) {
@@ -160,7 +164,7 @@ class SqliteIdempotencyStore implements IdempotencyStore {
     private readonly clock: () => number,
   ) {}
 
-  begin(key: string, requestHash: string): IdempotencyBegin {
+  async begin(key: string, requestHash: string): Promise<IdempotencyBegin> {
     // IMMEDIATE: two processes racing on one key must not both get `new`.
     return this.db
       .transaction((): IdempotencyBegin => {
@@ -191,7 +195,7 @@ class SqliteIdempotencyStore implements IdempotencyStore {
       .immediate();
   }
 
-  complete(key: string, response: StoredResponse): void {
+  async complete(key: string, response: StoredResponse): Promise<void> {
     this.db
       .prepare(
         "UPDATE idempotency_keys SET state = 'done', response = ?, expires_at = ? WHERE key = ? AND state = 'in-progress'",
@@ -199,11 +203,184 @@ class SqliteIdempotencyStore implements IdempotencyStore {
       .run(JSON.stringify(response), this.clock() + this.ttlMs, key);
   }
 
-  abandon(key: string): void {
+  async abandon(key: string): Promise<void> {
     this.db.prepare("DELETE FROM idempotency_keys WHERE key = ? AND state = 'in-progress'").run(key);
   }
 
-  purgeExpired(): number {
+  async purgeExpired(): Promise<number> {
     return this.db.prepare('DELETE FROM idempotency_keys WHERE expires_at <= ?').run(this.clock()).changes;
   }
+}
+
+/**
+ * The part of a `redis` client the Redis store uses; any connected client of the `redis` package
+ * fits.
+ */
+export interface RedisCommandClient {
+  sendCommand<T = unknown>(args: ReadonlyArray<string | Buffer>, options?: { timeout?: number }): Promise<T>;
+}
+
+/** Options of `createRedisIdempotencyStore` (one of `client` or `url`). */
+export interface RedisIdempotencyOptions {
+  /** A connected client to share (the store never closes it). */
+  client?: RedisCommandClient;
+  /** `redis://[user:pass@]host:port[/db]`: the store opens, and on `close()` closes, its own client. */
+  url?: string;
+  /** Prefix of every key. Default `sluice:idem:`. */
+  prefix?: string;
+  /** How long a completed key replays, ms. Default 86,400,000 (24 h). */
+  ttlMs?: number;
+  /** How long a claim without `complete` blocks its key (the process may have died), ms. Default 600,000. */
+  inProgressTtlMs?: number;
+  /** Per-command timeout, ms. Default 2000. */
+  commandTimeoutMs?: number;
+  /** How long `createRedisIdempotencyStore` waits for its own client's first connection, ms. Default 5000. */
+  connectTimeoutMs?: number;
+}
+
+/** ARGV: request hash, in-progress TTL ms. Returns `{'new'}`, `{'replay', response JSON}` or `{'conflict', reason}`. */
+const BEGIN_SCRIPT = `
+local f = redis.call('HMGET', KEYS[1], 'h', 's', 'r')
+if f[1] then
+  if f[1] ~= ARGV[1] then return { 'conflict', 'different-body' } end
+  if f[2] ~= 'done' or not f[3] then return { 'conflict', 'in-progress' } end
+  return { 'replay', f[3] }
+end
+redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'in-progress')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return { 'new' }
+`;
+
+/** ARGV: response JSON, TTL ms. Completes a claim still in progress. */
+const COMPLETE_SCRIPT = `
+if redis.call('HGET', KEYS[1], 's') ~= 'in-progress' then return 0 end
+redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`;
+
+/** Releases a claim still in progress. */
+const ABANDON_SCRIPT = `
+if redis.call('HGET', KEYS[1], 's') ~= 'in-progress' then return 0 end
+return redis.call('DEL', KEYS[1])
+`;
+
+const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
+
+/**
+ * Idempotency keys on a Redis server shared by Sluice instances: one hash per key (request hash,
+ * state, response) whose Redis TTL is the expiry, each step one Lua script so two instances racing
+ * on a key never both get `new`. Expiry follows the Redis server's clock.
+ */
+export class RedisIdempotencyStore implements IdempotencyStore {
+  constructor(
+    private readonly client: RedisCommandClient,
+    private readonly prefix: string,
+    private readonly ttlMs: number,
+    private readonly inProgressTtlMs: number,
+    private readonly timeoutMs: number,
+    private readonly onClose: () => Promise<void>,
+  ) {}
+
+  async begin(key: string, requestHash: string): Promise<IdempotencyBegin> {
+    const [kind, detail] = await this.run<[string, string?]>(BEGIN_SCRIPT, key, [
+      requestHash,
+      String(this.inProgressTtlMs),
+    ]);
+    if (kind === 'new') return { kind: 'new' };
+    if (kind === 'replay')
+      return { kind: 'replay', response: JSON.parse(detail ?? 'null') as StoredResponse };
+    return { kind: 'conflict', reason: detail === 'different-body' ? 'different-body' : 'in-progress' };
+  }
+
+  async complete(key: string, response: StoredResponse): Promise<void> {
+    await this.run(COMPLETE_SCRIPT, key, [JSON.stringify(response), String(this.ttlMs)]);
+  }
+
+  async abandon(key: string): Promise<void> {
+    await this.run(ABANDON_SCRIPT, key, []);
+  }
+
+  /** Redis drops expired keys by itself: nothing to do. */
+  async purgeExpired(): Promise<number> {
+    return 0;
+  }
+
+  /** Closes the client if the store opened it; a shared client stays open. */
+  async close(): Promise<void> {
+    await this.onClose();
+  }
+
+  /** The Redis key of a scoped key: hashed, so any client key gives a short key of one shape. */
+  private redisKey(key: string): string {
+    return this.prefix + createHash('sha256').update(key).digest('hex');
+  }
+
+  private async run<T>(script: string, key: string, args: string[]): Promise<T> {
+    const tail = ['1', this.redisKey(key), ...args];
+    const opts = { timeout: this.timeoutMs };
+    try {
+      return await this.client.sendCommand<T>(['EVALSHA', sha1(script), ...tail], opts);
+    } catch (err) {
+      // First use, or a restarted Redis: EVAL loads the script into its cache.
+      if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+      return this.client.sendCommand<T>(['EVAL', script, ...tail], opts);
+    }
+  }
+}
+
+/**
+ * Creates a Redis idempotency store over `client`, or over its own connection to `url` (then it
+ * rejects when no connection is made within `connectTimeoutMs`). The `redis` package is loaded
+ * only here, so processes without Redis never load it.
+ *
+ * @example
+ * const keys = await createRedisIdempotencyStore({ url: 'redis://redis:6379', prefix: 'sluice:jobs:idem:' });
+ * const d = await keys.begin(scopeIdempotencyKey(tenant, 'POST', '/v1/batches', key), hash);
+ */
+export async function createRedisIdempotencyStore(
+  opts: RedisIdempotencyOptions,
+): Promise<RedisIdempotencyStore> {
+  const prefix = opts.prefix ?? 'sluice:idem:';
+  const ttlMs = opts.ttlMs ?? 86_400_000;
+  const inProgressTtlMs = opts.inProgressTtlMs ?? 600_000;
+  const timeoutMs = opts.commandTimeoutMs ?? 2000;
+  if (opts.client !== undefined) {
+    return new RedisIdempotencyStore(opts.client, prefix, ttlMs, inProgressTtlMs, timeoutMs, async () => {});
+  }
+  if (opts.url === undefined) throw new Error('createRedisIdempotencyStore needs a client or a url');
+  const { createClient } = await import('redis');
+  const connectMs = opts.connectTimeoutMs ?? 5000;
+  const client = createClient({
+    url: opts.url,
+    disableOfflineQueue: true,
+    socket: {
+      connectTimeout: connectMs,
+      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 16), 2000),
+    },
+  });
+  // Errors surface as rejected calls; the listener keeps them from crashing the process.
+  client.on('error', () => {});
+  let timer: NodeJS.Timeout | undefined;
+  const connected = await Promise.race([
+    client.connect().then(
+      () => true,
+      () => false,
+    ),
+    new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), connectMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!connected) {
+    client.destroy();
+    throw new Error(`redis idempotency store: no connection within ${connectMs} ms`);
+  }
+  return new RedisIdempotencyStore(client, prefix, ttlMs, inProgressTtlMs, timeoutMs, async () => {
+    try {
+      await client.close();
+    } catch {
+      client.destroy();
+    }
+  });
 }
