@@ -123,6 +123,28 @@ function checkTenants(data: Json, issues: ConfigIssue[]): void {
   }
 }
 
+/** The batch API: a Redis job store has its url; anonymous callers need the anonymous tenant. */
+function checkBatchApi(data: Json, issues: ConfigIssue[]): void {
+  const api = data['batch_api'];
+  if (!isRecord(api)) return;
+  const jobs = api['jobs'];
+  if (isRecord(jobs) && jobs['store'] === 'redis' && !isRecord(jobs['redis'])) {
+    issues.push({
+      path: ['batch_api', 'jobs'],
+      anchor: 'value',
+      message: 'store redis needs a redis section with its url',
+    });
+  }
+  if (api['allow_anonymous'] === true && text(data, 'anonymous_tenant') === undefined) {
+    issues.push({
+      path: ['batch_api', 'allow_anonymous'],
+      anchor: 'value',
+      message:
+        'allow_anonymous needs anonymous_tenant: name the tenant that requests without a key are served as',
+    });
+  }
+}
+
 /** Every pool a route names (pool, split, fallback, mirror) exists; a route has pool or split. */
 function checkRoutePools(data: Json, issues: ConfigIssue[]): void {
   const pools = [...new Set(entries(data['pools']).flatMap(([, pool]) => text(pool, 'name') ?? []))];
@@ -328,6 +350,7 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkUniqueNames(data, 'routes', 'route', issues);
   checkUniqueNames(data, 'tenants', 'tenant', issues);
   checkTenants(data, issues);
+  checkBatchApi(data, issues);
   checkRoutePools(data, issues);
   checkAffinity(data, issues);
   const used = checkListenerPorts(data, view, issues);

@@ -137,6 +137,16 @@ export interface PoolConfig {
   hedge?: HedgeConfig;
   /** Absent: no queueing (an overloaded pool answers 503 at once). */
   admission?: AdmissionConfig;
+  /** Absent: capacity estimation with the defaults (see docs/capacity.md). */
+  capacity?: CapacityConfig;
+}
+
+/** How a pool's recommended node count is estimated (`sluice_pool_recommended_nodes`). */
+export interface CapacityConfig {
+  /** Share of each node's capacity to plan for, in (0, 1]. Default 0.7. */
+  target_utilisation: number; // ratio
+  /** Sliding window of the observed load and times, ms. Default 60000. */
+  window_ms: number; // ms
 }
 
 /** Conditions a request must meet; all given conditions must hold. */
@@ -307,6 +317,56 @@ export interface AdmissionConfig {
   };
 }
 
+/** Where durable batch jobs live. */
+export interface JobsConfig {
+  /** `sqlite` (one file, the embedded default; processes on one host may share it) or `redis` (instances share one queue). */
+  store: 'sqlite' | 'redis';
+  /** SQLite file; relative paths resolve against the config file's directory. Default `sluice-jobs.db`. */
+  path: string;
+  /** SQLite commit durability: `full` survives power loss, `normal` survives a process crash. Default full. */
+  durability: 'full' | 'normal';
+  redis?: { url: string; key_prefix: string };
+  /** Items executing at once in this instance. Default 8. */
+  concurrency: number;
+  /** Most item starts per second in this instance; 0 = no limit. Default 0. */
+  rate_per_second: number;
+  /** Admission class of job items; absent: one below the lowest tenant priority (or -1). */
+  priority?: number;
+  /** Lease on a claimed item, ms. Default 300000. */
+  lease_ms: number;
+  /** Claims of an item before it fails for good. Default 3. */
+  max_attempts: number;
+  /** Backoff before a retry, doubled per attempt, ms. Default 1000. */
+  retry_base_ms: number;
+  /** How often an idle worker looks for work, ms. Default 500. */
+  poll_ms: number;
+  /** Accepted `completion_window` values. Default ['24h']. */
+  completion_windows: string[];
+  /** Most requests in one input file. Default 50000. */
+  max_file_lines: number;
+}
+
+/** The batch endpoints Sluice answers itself: `/v1/batch`, `/v1/files`, `/v1/batches`. */
+export interface BatchApiConfig {
+  /** Endpoints an item may target. Default chat completions, completions, embeddings. */
+  endpoints: string[];
+  /** Serve callers without a key as `anonymous_tenant` (tenants configured). Default false. */
+  allow_anonymous: boolean;
+  sync: {
+    /** Most items in one `POST /v1/batch`. Default 1000. */
+    max_items: number;
+    /** Items of one `POST /v1/batch` in flight at once. Default 64. */
+    concurrency: number;
+  };
+  jobs: JobsConfig;
+  idempotency: {
+    /** How long a completed `Idempotency-Key` replays, ms. Default 86400000. */
+    ttl_ms: number;
+    /** How long a key whose request never completed blocks retries, ms. Default 600000. */
+    in_progress_ttl_ms: number;
+  };
+}
+
 export interface SluiceConfig {
   listeners: ListenerConfig[];
   admin: AdminConfig;
@@ -319,4 +379,6 @@ export interface SluiceConfig {
   /** Tenant of requests that present no key, on routes that allow it. */
   anonymous_tenant?: string;
   rate_limits: RateLimitsConfig;
+  /** Absent: the batch endpoints are off (they get 404 like any unrouted path). */
+  batch_api?: BatchApiConfig;
 }

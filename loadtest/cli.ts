@@ -18,10 +18,13 @@ import { loadScenarioFile } from './scenario/scenario-loader.js';
 export const LOADTEST_USAGE = [
   'usage: sluice loadtest SCENARIO.yaml [--out DIR] [--duration S] [--variant NAME] [--quiet]',
   '       sluice loadtest compare A.json B.json',
+  '       sluice loadtest jobs-crash [--items N] [--kill-at F]',
   '  --out DIR       where result files go (default ./loadtest-results)',
   '  --duration S    measured phase in seconds, replacing the scenario duration_s',
   '  --variant NAME  run only this variant (default: every variant in turn)',
   '  --quiet         no progress lines',
+  '  jobs-crash: a durable batch of N embeddings (default 10000), kill -9 of Sluice once a share F',
+  '              (default 0.3) is done, restart, and a check that every result is there once, in order',
   'Scenarios: loadtest/scenarios/; format and results: docs/loadtesting.md',
 ].join('\n');
 
@@ -126,6 +129,26 @@ async function run(
   return 0;
 }
 
+/** `sluice loadtest jobs-crash`: prints the report as JSON; 0 when every check passed. */
+async function jobsCrash(
+  argv: readonly string[],
+  stdout: (l: string) => void,
+  stderr: (l: string) => void,
+): Promise<number> {
+  const opts: { items?: number; killAt?: number } = {};
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = Number(argv[++i]);
+    if (flag === '--items' && Number.isInteger(value) && value >= 1) opts.items = value;
+    else if (flag === '--kill-at' && value > 0 && value < 1) opts.killAt = value;
+    else throw usage(`jobs-crash: bad argument ${flag ?? ''} ${argv[i] ?? ''}`);
+  }
+  const { runJobsCrash } = await import('./jobs/crash-run.js');
+  const report = await runJobsCrash({ ...opts, log: (l) => stderr(`jobs-crash: ${l}`) });
+  stdout(JSON.stringify(report, null, 2));
+  return report.ok ? 0 : 1;
+}
+
 /**
  * Runs `sluice loadtest` with `argv` (the arguments after `loadtest`). Resolves 0 on success, 1 when
  * a run could not be carried out (refused target, Sluice or fleet did not start), 2 for bad arguments,
@@ -147,6 +170,7 @@ export async function runLoadtestCli(argv: string[], io: LoadtestCliIo = {}): Pr
       return 0;
     }
     if (argv[0] === 'compare') return await compare(argv.slice(1), stdout);
+    if (argv[0] === 'jobs-crash') return await jobsCrash(argv.slice(1), stdout, stderr);
     return await run(parseRunArgs(argv), { stdout, stderr }, signal);
   } catch (err) {
     if (!(err instanceof LoadtestError)) throw err;

@@ -1,6 +1,7 @@
 /**
  * The admin listener (node:http, off the data path): liveness, readiness, Prometheus metrics, the
- * active config, node counters and reload. Bound to loopback by default; it has no authentication.
+ * active config, node counters, the capacity recommendation and reload. Bound to loopback by
+ * default; it has no authentication.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +12,8 @@ export interface AdminTarget {
   metricsText(): string;
   configView(): unknown;
   nodesView(): unknown;
+  /** Per-pool capacity recommendation (`GET /admin/capacity`); absent: that path is a 404. */
+  capacityView?(): unknown;
   reload(): Promise<{ ok: boolean; status: number; body: unknown }>;
 }
 
@@ -72,6 +75,9 @@ export class AdminServer {
           return json(res, 200, this.target.configView());
         case '/admin/nodes':
           return json(res, 200, this.target.nodesView());
+        case '/admin/capacity':
+          if (this.target.capacityView === undefined) break;
+          return json(res, 200, this.target.capacityView());
       }
     } else if (method === 'POST' && path === '/admin/reload') {
       this.target.reload().then(

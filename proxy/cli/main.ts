@@ -1,6 +1,6 @@
 /**
- * The `sluice` command line: `serve`, `check`, `sim`, `loadtest` and `version`. Each subcommand
- * resolves to an exit code; only the bin script calls process.exit.
+ * The `sluice` command line: `serve`, `check`, `sim`, `loadtest`, `capacity` and `version`. Each
+ * subcommand resolves to an exit code; only the bin script calls process.exit.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,6 +16,8 @@ commands:
   sim --nodes N --port P  run simulated GPU inference nodes on consecutive ports
   loadtest SCENARIO.yaml  run a load-test scenario (see docs/loadtesting.md);
   loadtest compare A B    compare two result files side by side
+  capacity ...            how many GPU nodes for a load: from numbers, or per pool from a
+                          running Sluice (--admin URL); see docs/capacity.md
   version                 print the version
 `;
 
@@ -36,6 +38,10 @@ export async function main(argv: string[]): Promise<number> {
     case 'loadtest': {
       const { runLoadtestCli } = await import('../../loadtest/cli.js');
       return runLoadtestCli(rest);
+    }
+    case 'capacity': {
+      const { runCapacityCli } = await import('../capacity/capacity-cli.js');
+      return runCapacityCli(rest);
     }
     case 'version':
     case '--version': {

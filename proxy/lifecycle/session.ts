@@ -30,6 +30,7 @@ import type { BatchItemSink } from '../batch/batch-item.js';
 import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
+import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
 
 /** What a session needs from the server that owns it. */
 export interface SessionHost {
@@ -38,6 +39,8 @@ export interface SessionHost {
   readonly draining: boolean;
   /** Called exactly once per session, when it is finished. */
   sessionDone(s: Session): void;
+  /** Endpoints answered in process (the batch API), or null. */
+  readonly endpoints: LocalEndpoints | null;
 }
 
 /** Retry headers of a 503 for a pool without an available node (one second). */
@@ -70,6 +73,15 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   tenant = '';
   /** The calling tenant, when tenants are configured. */
   tenantInfo: Tenant | null = null;
+  /**
+   * True for a request Sluice makes itself (a batch item): no API key is checked; `tenantInfo` is
+   * set by the caller (null: the anonymous tenant, if any).
+   */
+  internal = false;
+  /** Admission class of the request, overriding the tenant's (batch jobs run at the lowest); null: the tenant's. */
+  priorityClass: number | null = null;
+  /** Work a local endpoint runs for this request, aborted if the client leaves. */
+  local: LocalWork | null = null;
   /** The rate-limit decision that admitted the request, when limits apply. */
   private limit: RateLimitDecision | null = null;
   /** The request's place in its pool's admission queue, when the pool has one. */
@@ -164,6 +176,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** Runs the request once its body is complete. */
   run(): void {
     // HOT
+    const endpoints = this.host.endpoints;
+    if (endpoints !== null && endpoints.owns(this.path)) {
+      endpoints.handle(this);
+      return;
+    }
     const route = this.plan.routes.match(this);
     if (route === null) {
       const hint = this.body !== null && this.json() === null ? ' (the body is not valid JSON)' : '';
@@ -174,7 +191,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.route = route;
     const tp = this.plan.tenants;
     if (tp.table !== null) {
-      const t = tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
+      const t = this.internal
+        ? (this.tenantInfo ?? tp.table.authenticate(undefined, true))
+        : tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
       if (t === null) {
         this.host.stats.countRejected(Errors.invalidApiKey.id);
         this.fail(
@@ -245,7 +264,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         ctl,
         this.tenant,
         t === null ? 1 : t.weight,
-        t === null ? 0 : t.priority,
+        this.priorityClass ?? (t === null ? 0 : t.priority),
         requestDeadline(this.header('x-request-deadline-ms'), now, a.defaultDeadlineMs, a.maxDeadlineMs),
         a.fairTokens ? this.cost : 1,
       );
@@ -573,9 +592,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /** The micro-batch carrying this request answered (or gave up on) its item. */
-  onBatchResult(_tag: number, status: number, body: Buffer, _attempts: number): void {
+  onBatchResult(_tag: number, status: number, body: Buffer, attempts: number): void {
     if (this.finished) return;
     this.batchAnswered = true;
+    this.attempts = attempts;
     this.status = status;
     this.tail2 = body;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id];
@@ -608,6 +628,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.finished) return;
     if (this.route !== null) this.route.stats.aborted++;
     this.status = 499;
+    this.local?.abort();
     // Finish first: the aborts re-enter attemptError, which must see a finished session and
     // neither count a node failure nor replace the 499.
     this.finish();
@@ -648,6 +669,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     } else {
       this.downstream.destroy();
     }
+    this.finish();
+  }
+
+  /**
+   * Sends a complete response Sluice produced itself (a local endpoint's answer) and finishes.
+   * `headers` is flat `[name, value, ...]`; `x-request-id` is added.
+   */
+  respond(status: number, headers: readonly string[], body: string | Uint8Array): void {
+    if (this.finished) return;
+    this.status = status;
+    this.downstream.reply(status, [...headers, 'x-request-id', this.id], body, this.host.draining);
     this.finish();
   }
 

@@ -8,6 +8,10 @@ import type { UpstreamNode } from '../upstream/upstream-node.js';
 import type { PoolState } from '../pool/pool-state.js';
 import type { RateLimiterCounters } from '../ratelimit/rate-limiter.js';
 import type { MicroBatcherStats } from '../batch/batch-stats.js';
+import type { PoolCapacityReport } from '../capacity/pool-capacity.js';
+import type { BatchApiStats } from '../batch-api/batch-api.js';
+import type { ExecutorStats } from '../batch-api/job-executor.js';
+import type { JobWorkerStats } from '../jobs/job-worker.js';
 
 const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 
@@ -22,6 +26,78 @@ export interface MetricsSource {
   limiter: RateLimiterCounters | null;
   configVersion: number;
   draining: boolean;
+  /** Latest capacity reports per pool; absent or empty: no capacity gauges. */
+  capacity?: readonly PoolCapacityReport[];
+  /** The batch API's counters; absent when `batch_api` is off. */
+  batchApi?: BatchApiMetrics;
+}
+
+/** What the batch API exports. */
+export interface BatchApiMetrics {
+  api: BatchApiStats;
+  worker: JobWorkerStats;
+  executor: ExecutorStats;
+  /** Job items not finished yet (all batches), as last sampled; null before the first sample. */
+  backlog: number | null;
+}
+
+function batchApiSeries(out: string[], m: BatchApiMetrics): void {
+  const counter = (name: string, help: string, value: number): void => {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`, `${name} ${value}`);
+  };
+  counter(
+    'sluice_batch_api_requests_total',
+    'Requests to /v1/batch, /v1/files and /v1/batches.',
+    m.api.requests,
+  );
+  counter('sluice_batch_api_sync_items_total', 'Items received by POST /v1/batch.', m.api.syncItems);
+  counter(
+    'sluice_batch_api_idempotent_replays_total',
+    'Answers replayed for a repeated Idempotency-Key.',
+    m.api.replayed,
+  );
+  counter(
+    'sluice_batch_api_idempotency_conflicts_total',
+    'Idempotency-Key conflicts answered with 409.',
+    m.api.conflicts,
+  );
+  counter(
+    'sluice_batch_api_store_errors_total',
+    'Batch store failures answered with 503.',
+    m.api.storeErrors,
+  );
+  counter(
+    'sluice_batch_jobs_items_started_total',
+    'Job item executions started (this process).',
+    m.worker.started,
+  );
+  counter(
+    'sluice_batch_jobs_items_recorded_total',
+    'Job item results recorded (this process).',
+    m.worker.recorded,
+  );
+  counter(
+    'sluice_batch_jobs_items_retried_total',
+    'Job item attempts given back for a retry.',
+    m.worker.retried,
+  );
+  counter(
+    'sluice_batch_jobs_duplicate_results_total',
+    'Results dropped because the item already had one.',
+    m.worker.duplicates,
+  );
+  counter(
+    'sluice_batch_jobs_items_deferred_total',
+    'Times Sluice itself refused a job item and it waited.',
+    m.executor.deferred,
+  );
+  if (m.backlog !== null) {
+    out.push(
+      '# HELP sluice_batch_jobs_backlog_items Job items not finished yet, across every batch in the store.',
+      '# TYPE sluice_batch_jobs_backlog_items gauge',
+      `sluice_batch_jobs_backlog_items ${m.backlog}`,
+    );
+  }
 }
 
 function label(v: string): string {
@@ -207,6 +283,47 @@ export function renderPrometheus(src: MetricsSource): string {
       for (const [route, b] of src.batchers) out.push(`${name}{route="${label(route)}"} ${value(b)}`);
     }
   }
+  const capacity = src.capacity ?? [];
+  if (capacity.length > 0) {
+    const gauge = (name: string, help: string, value: (r: PoolCapacityReport) => number | null): void => {
+      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
+      for (const r of capacity) {
+        const v = value(r);
+        if (v !== null) out.push(`${name}{pool="${label(r.pool)}"} ${v}`);
+      }
+    };
+    gauge(
+      'sluice_pool_recommended_nodes',
+      'Nodes the observed load needs at the target utilisation: ceil(items/s × time per item ÷ batch size ÷ target).',
+      (r) => r.recommendedNodes,
+    );
+    gauge('sluice_pool_nodes', 'Nodes configured in the pool.', (r) => r.nodes);
+    gauge(
+      'sluice_pool_observed_items_per_second',
+      'Items the nodes were given per second over the capacity window.',
+      (r) => r.itemsPerSecond,
+    );
+    gauge(
+      'sluice_pool_observed_upstream_time_seconds',
+      'Mean upstream time of one call over the capacity window.',
+      (r) => (r.timePerItemMs === null ? null : r.timePerItemMs / 1000),
+    );
+    gauge(
+      'sluice_pool_observed_batch_size_items',
+      'Items one node works on at once (items per call × calls per node).',
+      (r) => r.batchSize,
+    );
+    gauge(
+      'sluice_pool_utilisation_ratio',
+      'Busy node-equivalents ÷ configured nodes over the capacity window.',
+      (r) => r.utilisationNow,
+    );
+    gauge(
+      'sluice_pool_target_utilisation_ratio',
+      'Target utilisation the recommendation plans for.',
+      (r) => r.targetUtilisation,
+    );
+  }
   const mirrors = [...stats.mirrors.values()];
   if (mirrors.length > 0) {
     out.push(
@@ -223,6 +340,7 @@ export function renderPrometheus(src: MetricsSource): string {
       mirrors.map((m) => [`route="${label(m.route)}"`, m.duration]),
     );
   }
+  if (src.batchApi !== undefined) batchApiSeries(out, src.batchApi);
   out.push(
     '# HELP sluice_config_reloads_total Config reloads by result.',
     '# TYPE sluice_config_reloads_total counter',

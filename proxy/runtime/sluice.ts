@@ -7,12 +7,16 @@ import { formatConfigError, loadConfigFile } from '../../config/loader.js';
 import type { SluiceConfig } from '../../config/types.js';
 import type { SimFleet } from '../../loadtest/sim/fleet.js';
 import { AdminServer } from '../admin/admin-server.js';
+import { CapacityMonitor } from '../capacity/capacity-monitor.js';
+import { capacityView } from '../capacity/capacity-view.js';
+import { capacityPoolsOf } from '../capacity/plan-pools.js';
 import { renderPrometheus } from '../metrics/prometheus.js';
 import type { MicroBatcherStats } from '../batch/batch-stats.js';
 import { StatsRegistry } from '../metrics/stats.js';
 import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
 import { RuntimeState } from '../plan/runtime-state.js';
 import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
+import { BatchService } from '../batch-api/batch-service.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
 import { ConfigWatcher } from './config-watcher.js';
 import { createLogger, type Logger } from './logger.js';
@@ -51,6 +55,9 @@ function restartOnly(c: SluiceConfig): string {
     c.simulator ?? null,
     c.rate_limits.store,
     c.rate_limits.redis ?? null,
+    c.batch_api === undefined,
+    c.batch_api?.jobs ?? null,
+    c.batch_api?.idempotency ?? null,
   ]);
 }
 
@@ -66,7 +73,11 @@ export class Sluice {
   sim: SimFleet | null = null;
   private plan!: Plan;
   private server: ProxyServer | null = null;
+  /** The batch API and its job worker, when the config has `batch_api`. */
+  batch: BatchService | null = null;
   private admin: AdminServer | null = null;
+  /** Per-pool capacity estimate, sampled off the request path. */
+  private capacity: CapacityMonitor | null = null;
   private watcher: ConfigWatcher | null = null;
   private reloading: Promise<ReloadResult> | null = null;
   private reloadAgain = false;
@@ -101,7 +112,18 @@ export class Sluice {
         this.log.info(`simulator: ${s.nodes} nodes (${s.profile}) at ${this.sim.urls.join(' ')}`);
       }
       this.plan = compilePlan(1, config, digest, this.compileContext());
+      this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
+      this.capacity.start();
       this.server = new ProxyServer(this.stats, () => this.plan);
+      if (config.batch_api !== undefined) {
+        this.batch = await BatchService.start(config.batch_api, {
+          host: this.server,
+          plan: () => this.plan,
+          configPath: this.configPath,
+          log: this.log,
+        });
+        this.server.endpoints = this.batch.api;
+      }
       this.listeners = await this.server.listen(config.listeners);
       this.admin = new AdminServer({
         ready: () => this.server !== null && !this.server.draining,
@@ -116,6 +138,8 @@ export class Sluice {
             ),
             configVersion: this.plan.version,
             draining: this.server?.draining ?? false,
+            capacity: this.capacity?.reports() ?? [],
+            ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
           }),
         configView: () => ({
           version: this.plan.version,
@@ -124,6 +148,7 @@ export class Sluice {
           config: this.plan.config,
         }),
         nodesView: () => this.nodesView(),
+        capacityView: () => capacityView(this.capacity?.reports() ?? []),
         reload: async () => {
           const r = await this.reload();
           return { ok: r.result !== 'rejected', status: r.result === 'rejected' ? 422 : 200, body: r };
@@ -195,7 +220,7 @@ export class Sluice {
       return { result: 'unchanged', version: this.plan.version, errors: [] };
     if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
       return this.rejectReload([
-        `${this.configPath}: listeners, admin, simulator and the rate-limit store cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}: listeners, admin, simulator, the rate-limit store and batch_api (its presence, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
       ]);
     }
     const old = this.plan;
@@ -229,6 +254,8 @@ export class Sluice {
   async drain(timeoutMs: number): Promise<boolean> {
     this.watcher?.close();
     this.watcher = null;
+    // Job items are requests too: stop taking new ones so the drain can reach zero.
+    await this.batch?.worker.stop();
     const clean = this.server ? await this.server.drain(timeoutMs) : true;
     await this.close();
     return clean;
@@ -238,6 +265,10 @@ export class Sluice {
   async close(): Promise<void> {
     this.watcher?.close();
     this.watcher = null;
+    this.capacity?.close();
+    this.capacity = null;
+    await this.batch?.close();
+    this.batch = null;
     this.server?.closeNow();
     await this.admin?.close();
     this.admin = null;

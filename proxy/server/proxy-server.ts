@@ -16,6 +16,7 @@ import {
 import type { ListenerConfig } from '../../config/types.js';
 import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
 import { Session, type SessionHost } from '../lifecycle/session.js';
+import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
 import { captureHead } from './request-head.js';
@@ -40,6 +41,8 @@ interface ListenerState {
 export class ProxyServer implements SessionHost {
   readonly stats: StatsRegistry;
   draining = false;
+  /** Endpoints Sluice answers itself (the batch API), or null. Set before `listen`. */
+  endpoints: LocalEndpoints | null = null;
   private readonly current: () => Plan;
   private readonly listeners: ListenerState[] = [];
   private drained: (() => void) | null = null;

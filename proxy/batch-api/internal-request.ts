@@ -1,0 +1,142 @@
+/**
+ * One request Sluice makes to itself on behalf of a batch item: a real `Session` (routing, tenant
+ * limits, admission at a chosen priority, micro-batching, retries, metrics) whose downstream is
+ * this object, which keeps the response in memory instead of writing to a socket. It never reads
+ * or writes HTTP itself.
+ */
+import type { Downstream } from '../lifecycle/downstream.js';
+import { nowMs } from '../lifecycle/clock.js';
+import { Session, type SessionHost } from '../lifecycle/session.js';
+import type { StatsRegistry } from '../metrics/stats.js';
+import type { Plan } from '../plan/plan.js';
+import type { Tenant } from '../tenant/tenant-table.js';
+
+/** Receives each finished internal request (once). */
+export interface InternalRequestOwner {
+  internalDone(r: InternalRequest): void;
+}
+
+/** What an internal request needs to describe one call. */
+export interface InternalCall {
+  /** Path of the endpoint, e.g. `/v1/embeddings`. */
+  path: string;
+  /** Forwarded headers, flat `[name, value, ...]`, lower-case names; content-type and x-request-id are added. */
+  headers: readonly string[];
+  body: Buffer;
+  /** Request id for logs and the node (`x-request-id`). */
+  id: string;
+  /** The tenant the item runs as; null: the anonymous tenant (if any). */
+  tenant: Tenant | null;
+  /** Admission class; null: the tenant's. */
+  priorityClass: number | null;
+}
+
+/**
+ * A buffered in-process request. `status` is 0 until done; 499 when aborted. `truncated` is true
+ * when the node's body was cut after the head (the status then says success but the body is not whole).
+ */
+export class InternalRequest implements Downstream, SessionHost {
+  readonly stats: StatsRegistry;
+  /** Batch items cannot call the batch API themselves. */
+  readonly endpoints = null;
+  aborted = false;
+  started = false;
+  truncated = false;
+  status = 0;
+  /** Response headers, flat. */
+  responseHeaders: readonly string[] = [];
+  /** Upstream attempts the item took (a micro-batch reports its own count). */
+  attempts = 0;
+  /** From start to done, ms. */
+  latencyMs = 0;
+  private chunks: Buffer[] = [];
+  private session: Session | null = null;
+  private startMs = 0;
+
+  constructor(
+    private readonly host: SessionHost,
+    private readonly owner: InternalRequestOwner,
+    /** The owner's tag for this request, e.g. the item index. */
+    readonly tag: number,
+  ) {
+    this.stats = host.stats;
+  }
+
+  get draining(): boolean {
+    return this.host.draining;
+  }
+
+  /** Runs the call on `plan`; the owner's `internalDone` follows exactly once (possibly synchronously). */
+  run(plan: Plan, call: InternalCall): void {
+    const headers = [
+      ...call.headers,
+      'content-type',
+      'application/json',
+      'content-length',
+      String(call.body.length),
+      'x-request-id',
+      call.id,
+    ];
+    const s = new Session(this, plan, this, call.id, 'POST', call.path, call.path, 'localhost', headers);
+    s.body = call.body;
+    s.internal = true;
+    s.tenantInfo = call.tenant;
+    s.priorityClass = call.priorityClass;
+    this.session = s;
+    this.startMs = nowMs();
+    plan.acquire();
+    this.stats.inFlight++;
+    s.run();
+  }
+
+  /** Gives up on the request (the batch was abandoned); `internalDone` follows with status 499. */
+  abort(): void {
+    if (this.aborted || this.session === null) return;
+    this.session.onDownstreamAborted();
+    this.aborted = true;
+  }
+
+  /** The whole response body. */
+  body(): Buffer {
+    return this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+  }
+
+  // ---- Downstream ----
+
+  reply(status: number, headers: readonly string[], body: string | Uint8Array): void {
+    if (this.aborted) return;
+    this.started = true;
+    this.status = status;
+    this.responseHeaders = headers;
+    this.chunks.push(typeof body === 'string' ? Buffer.from(body) : Buffer.from(body));
+  }
+
+  start(status: number, headers: readonly string[]): void {
+    if (this.aborted) return;
+    this.started = true;
+    this.status = status;
+    this.responseHeaders = headers;
+  }
+
+  write(chunk: Uint8Array): boolean {
+    if (!this.aborted) this.chunks.push(Buffer.from(chunk));
+    return true;
+  }
+
+  end(): void {}
+
+  destroy(): void {
+    this.truncated = true;
+  }
+
+  // ---- SessionHost ----
+
+  sessionDone(s: Session): void {
+    this.host.sessionDone(s);
+    this.status = s.status;
+    this.attempts = s.attempts;
+    this.latencyMs = nowMs() - this.startMs;
+    this.session = null;
+    this.owner.internalDone(this);
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * Reads a compiled plan as the capacity trackers see it: each pool with its nodes, its config and
+ * the micro-batchers that call it. Built once per plan and cached; it never changes the plan.
+ */
+import type { Plan } from '../plan/plan.js';
+import type { CapacityBatcher, CapacityPoolSource } from './pool-capacity.js';
+
+const cache = new WeakMap<Plan, readonly CapacityPoolSource[]>();
+
+/**
+ * The pools of `plan` in config order. Called by the capacity monitor on every sample; the same
+ * array (and the same `nodes` and `batchers` arrays) comes back for the same plan, which is how the
+ * trackers notice a reload.
+ */
+export function capacityPoolsOf(plan: Plan): readonly CapacityPoolSource[] {
+  let pools = cache.get(plan);
+  if (pools !== undefined) return pools;
+  const batchers = new Map<string, CapacityBatcher[]>();
+  for (const route of plan.routes.routes) {
+    if (route.batcher === null) continue;
+    const rc = plan.config.routes.find((r) => r.name === route.name);
+    const b = rc?.batching;
+    // A batching route sends every call to its pool, or to the first pool of its split.
+    const pool = rc?.pool ?? rc?.split?.[0]?.pool;
+    if (b === undefined || pool === undefined) continue;
+    let list = batchers.get(pool);
+    if (list === undefined) batchers.set(pool, (list = []));
+    list.push({ stats: route.batcher.stats, mode: b.mode, maxConcurrentPerNode: b.max_concurrent_per_node });
+  }
+  pools = plan.config.pools.flatMap((config) => {
+    const pool = plan.pools.get(config.name);
+    if (pool === undefined) return [];
+    return [
+      {
+        name: config.name,
+        config,
+        nodes: pool.members.map((m) => m.node),
+        batchers: batchers.get(config.name) ?? [],
+      },
+    ];
+  });
+  cache.set(plan, pools);
+  return pools;
+}

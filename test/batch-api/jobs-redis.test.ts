@@ -1,0 +1,121 @@
+/**
+ * The batch API in distributed mode: two Sluice instances on one Redis share the durable queue. A
+ * batch created through one instance is worked on by both and readable through either, with every
+ * result once and in input order; Idempotency-Key holds across instances. Real redis-server.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
+import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+
+const DIM = 64; // embedding_dim of the `fast` profile
+const ITEMS = 300;
+
+function config(node: readonly string[], redisUrl: string): string {
+  return `${LOOPBACK_HEAD}pools:
+  - name: gpu
+    nodes:
+${node.map((u) => `      - url: ${u}`).join('\n')}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+batch_api:
+  jobs:
+    store: redis
+    redis: { url: ${redisUrl} }
+    concurrency: 8
+    poll_ms: 20
+    lease_ms: 5000
+`;
+}
+
+describe('batch API on a shared Redis queue', () => {
+  let redis: TestRedis;
+  let fleet: SimFleet;
+  let a: TestSluice;
+  let b: TestSluice;
+
+  before(async () => {
+    redis = await startRedis();
+    fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
+    a = await startTestSluice(config(fleet.urls, redis.url));
+    b = await startTestSluice(config(fleet.urls, redis.url));
+  });
+  after(async () => {
+    await a.close();
+    await b.close();
+    await fleet.close();
+    await redis.stop();
+  });
+
+  it('shares one batch between two instances, each result once and in order', async () => {
+    let text = '';
+    for (let i = 0; i < ITEMS; i++) {
+      text +=
+        JSON.stringify({
+          custom_id: `r-${i}`,
+          method: 'POST',
+          url: '/v1/embeddings',
+          body: { model: 'e', input: `shared ${i}` },
+        }) + '\n';
+    }
+    const form = new FormData();
+    form.append('purpose', 'batch');
+    form.append('file', new Blob([text]), 'shared.jsonl');
+    const file = (await (await fetch(`${a.url}/v1/files`, { method: 'POST', body: form })).json()) as {
+      id: string;
+    };
+    const create = (): Promise<Response> =>
+      fetch(`${a.url}/v1/batches`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'shared-create' },
+        body: JSON.stringify({
+          input_file_id: file.id,
+          endpoint: '/v1/embeddings',
+          completion_window: '24h',
+        }),
+      });
+    const created = (await (await create()).json()) as { id: string };
+    // The same key through the other instance replays the same batch.
+    const again = await fetch(`${b.url}/v1/batches`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': 'shared-create' },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' }),
+    });
+    assert.equal(again.status, 200);
+    assert.equal(again.headers.get('idempotent-replayed'), 'true');
+    assert.equal(((await again.json()) as { id: string }).id, created.id);
+
+    type View = { status: string; output_file_id: string | null; request_counts: { completed: number } };
+    let view: View | null = null;
+    await waitFor(
+      async () => {
+        view = (await (await fetch(`${b.url}/v1/batches/${created.id}`)).json()) as View;
+        return view.status === 'completed';
+      },
+      30_000,
+      'the batch to complete',
+    );
+    const done = view as unknown as View;
+    assert.equal(done.request_counts.completed, ITEMS);
+    const out = (await (await fetch(`${b.url}/v1/files/${done.output_file_id ?? ''}/content`)).text())
+      .split('\n')
+      .filter((l) => l !== '')
+      .map(
+        (l) =>
+          JSON.parse(l) as { custom_id: string; response: { body: { data: { embedding: number[] }[] } } },
+      );
+    assert.equal(out.length, ITEMS);
+    out.forEach((l, i) => {
+      assert.equal(l.custom_id, `r-${i}`);
+      assert.deepEqual(l.response.body.data[0]?.embedding, expectedEmbedding(`shared ${i}`, DIM));
+    });
+    const recordedA = a.sluice.batch!.worker.stats.recorded;
+    const recordedB = b.sluice.batch!.worker.stats.recorded;
+    assert.equal(recordedA + recordedB, ITEMS);
+    assert.ok(recordedA > 0 && recordedB > 0, `both instances worked (${recordedA} + ${recordedB})`);
+  });
+});

@@ -1,0 +1,244 @@
+/**
+ * Capacity estimation end to end: a real Sluice in front of simulated nodes, driven at a known
+ * rate with a known upstream time; `GET /admin/capacity` reports inputs near the driven figures and
+ * `/metrics` exports the same recommendation as `sluice_pool_recommended_nodes`.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { DEFAULT_PROFILE } from '../../loadtest/sim/profile.js';
+import { recommendNodes } from '../../proxy/capacity/capacity-model.js';
+import type { CapacityView, PoolCapacityView } from '../../proxy/capacity/capacity-view.js';
+import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+
+const RATE = 50; // requests/s offered to the chat pool
+const STALL_MS = 100; // upstream time the simulated node adds to each chat call
+const EMBED_RATE = 200; // requests/s offered to the micro-batched embeddings pool
+
+function config(chat: readonly string[], embed: string, idle: string): string {
+  return `${LOOPBACK_HEAD}pools:
+  - name: chat
+    nodes:
+${chat.map((u) => `      - url: ${u}`).join('\n')}
+    admission:
+      max_in_flight_per_node: 4
+    capacity:
+      target_utilisation: 0.5
+      window_ms: 2000
+  - name: embed
+    nodes:
+      - url: ${embed}
+    capacity:
+      window_ms: 2000
+  - name: idle
+    nodes:
+      - url: ${idle}
+    capacity:
+      window_ms: 2000
+routes:
+  - name: embeddings
+    match: { path: /v1/embeddings }
+    pool: embed
+    batching: { mode: native, max_batch_size: 32, max_wait_ms: 30 }
+  - name: chat
+    match: {}
+    pool: chat
+`;
+}
+
+/** A load generator that records when it sent each request. */
+interface OpenLoop {
+  sent(): number;
+  /** Requests sent per second over the `spanMs` before `atMs` (monotonic): the rate achieved. */
+  rateBefore(atMs: number, spanMs: number): number;
+  /** Stops sending; resolves with every answer's status (0: no answer). */
+  stop(): Promise<number[]>;
+}
+
+/** Sends `send()` at a fixed rate until stopped. */
+function openLoop(ratePerS: number, send: () => Promise<Response>): OpenLoop {
+  let stopped = false;
+  let count = 0;
+  const sentAt: number[] = [];
+  const answers: Promise<number>[] = [];
+  const start = performance.now();
+  const loop = (async () => {
+    while (!stopped) {
+      const due = start + (count * 1000) / ratePerS;
+      const wait = due - performance.now();
+      // Pacing of the load generator itself, not a wait for state.
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      count++;
+      sentAt.push(performance.now());
+      answers.push(
+        send().then(
+          async (r) => {
+            await r.arrayBuffer();
+            return r.status;
+          },
+          () => 0,
+        ),
+      );
+    }
+  })();
+  return {
+    sent: () => count,
+    rateBefore: (atMs, spanMs) =>
+      sentAt.filter((t) => t > atMs - spanMs && t <= atMs).length / (spanMs / 1000),
+    stop: async () => {
+      stopped = true;
+      await loop;
+      return Promise.all(answers);
+    },
+  };
+}
+
+async function capacity(t: TestSluice): Promise<CapacityView> {
+  const r = await fetch(`${t.adminUrl}/admin/capacity`);
+  assert.equal(r.status, 200);
+  return (await r.json()) as CapacityView;
+}
+
+function pool(view: CapacityView, name: string): PoolCapacityView {
+  const p = view.pools.find((x) => x.pool === name);
+  assert.ok(p !== undefined, `no pool ${name} in /admin/capacity`);
+  return p;
+}
+
+function gauge(text: string, name: string, poolName: string): number {
+  const m = new RegExp(`^${name}\\{pool="${poolName}"\\} (\\S+)$`, 'm').exec(text);
+  assert.ok(m !== null, `no ${name} for ${poolName} in /metrics`);
+  return Number(m[1]);
+}
+
+function near(actual: number | null, expected: number, tolerance: number, what: string): void {
+  assert.ok(actual !== null, `${what} is null`);
+  assert.ok(
+    Math.abs(actual - expected) <= expected * tolerance,
+    `${what} ${actual}, expected ${expected} ± ${tolerance * 100} %`,
+  );
+}
+
+describe('capacity estimation on a running Sluice', () => {
+  let chatFleet: SimFleet;
+  let embedFleet: SimFleet;
+  let t: TestSluice;
+
+  before(async () => {
+    chatFleet = await startSimFleet({ nodes: 3, port: 0, profile: 'fast' });
+    embedFleet = await startSimFleet({
+      nodes: 1,
+      port: 0,
+      profile: { ...DEFAULT_PROFILE, name: 'slow-embed', embedding_fixed_ms: 40, embedding_per_item_ms: 0.1 },
+    });
+    t = await startTestSluice(config(chatFleet.urls.slice(0, 2), embedFleet.urls[0]!, chatFleet.urls[2]!));
+  });
+
+  after(async () => {
+    await t.close();
+    await chatFleet.close();
+    await embedFleet.close();
+  });
+
+  it('observes the driven rate and upstream time and exports the same recommendation as a gauge', async () => {
+    const chat = openLoop(RATE, () =>
+      fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-sim-stall-ms': String(STALL_MS) },
+        signal: AbortSignal.timeout(10_000),
+        body: JSON.stringify({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }),
+      }),
+    );
+    let n = 0;
+    const embed = openLoop(EMBED_RATE, () =>
+      fetch(`${t.url}/v1/embeddings`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'e', input: `text ${n++}` }),
+        signal: AbortSignal.timeout(10_000),
+      }),
+    );
+    let view: CapacityView;
+    let metrics: string;
+    let readAt: number;
+    try {
+      // Past 2.5 s of traffic the 2 s window holds steady load only.
+      await waitFor(() => chat.sent() >= RATE * 2.5, 10_000, '2.5 s of traffic');
+      // Two reads of the JSON with the same sequence around the scrape: all three saw one report.
+      for (const deadline = Date.now() + 5000; ;) {
+        const first = await capacity(t);
+        metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+        view = await capacity(t);
+        readAt = performance.now();
+        if (pool(first, 'chat').sequence === pool(view, 'chat').sequence) break;
+        assert.ok(Date.now() < deadline, 'the report kept changing between reads');
+      }
+    } finally {
+      const statuses = [...(await chat.stop()), ...(await embed.stop())];
+      assert.deepEqual(
+        statuses.filter((s) => s !== 200),
+        [],
+        'every request answered 200',
+      );
+    }
+
+    const c = pool(view, 'chat');
+    assert.equal(c.nodes, 2);
+    assert.equal(c.window_ms, 2000);
+    assert.ok(c.span_ms >= 1900, `span ${c.span_ms} ms`);
+    // Compared with the rate the generator achieved (a busy machine can make it fall behind).
+    const chatRate = chat.rateBefore(readAt, c.span_ms);
+    near(chatRate, RATE, 0.3, 'chat requests/s sent');
+    near(c.inputs.items_per_second.value, chatRate, 0.15, 'chat items/s');
+    near(c.upstream_calls_per_second, chatRate, 0.15, 'chat calls/s');
+    const time = c.inputs.time_per_item_ms.value ?? 0;
+    assert.ok(time >= STALL_MS * 0.95 && time <= STALL_MS * 1.5, `chat time per item ${time} ms`);
+    assert.equal(c.inputs.batch_size.items_per_call, 1);
+    assert.equal(c.inputs.batch_size.calls_per_node, 4);
+    assert.equal(c.inputs.batch_size.calls_per_node_source, 'config: admission.max_in_flight_per_node');
+    assert.equal(c.inputs.batch_size.value, 4);
+    assert.equal(c.inputs.target_utilisation.value, 0.5);
+    const expected = recommendNodes({
+      itemsPerSecond: c.inputs.items_per_second.value!,
+      timePerItemMs: c.inputs.time_per_item_ms.value!,
+      batchSize: 4,
+      targetUtilisation: 0.5,
+    }).nodes;
+    assert.equal(c.recommended_nodes, expected);
+    // ~50/s × ~0.1 s ÷ 4 ÷ 0.5 ≈ 2.5: three nodes, give or take the measured figures.
+    assert.ok(c.recommended_nodes >= 2 && c.recommended_nodes <= 4, `recommended ${c.recommended_nodes}`);
+    assert.match(c.formula ?? '', /^nodes = ceil\(.+ items\/s × .+ s ÷ 4 items ÷ 0\.5\) = ceil\(.+\) = \d+$/);
+
+    const e = pool(view, 'embed');
+    near(e.inputs.items_per_second.value, embed.rateBefore(readAt, e.span_ms), 0.15, 'embed items/s');
+    assert.equal(
+      e.inputs.batch_size.calls_per_node_source,
+      'native micro-batching: one combined call per node at a time',
+    );
+    assert.ok(
+      (e.inputs.batch_size.items_per_call ?? 0) > 2,
+      `items per call ${e.inputs.batch_size.items_per_call}`,
+    );
+    assert.equal(e.inputs.batch_size.value, e.inputs.batch_size.items_per_call);
+    assert.equal(e.inputs.target_utilisation.source, 'config: capacity.target_utilisation');
+
+    const idle = pool(view, 'idle');
+    assert.equal(idle.recommended_nodes, 0);
+    assert.equal(idle.note, 'no upstream calls in the window');
+
+    assert.match(metrics, /^# TYPE sluice_pool_recommended_nodes gauge$/m);
+    assert.equal(gauge(metrics, 'sluice_pool_recommended_nodes', 'chat'), c.recommended_nodes);
+    assert.equal(gauge(metrics, 'sluice_pool_recommended_nodes', 'embed'), e.recommended_nodes);
+    assert.equal(gauge(metrics, 'sluice_pool_recommended_nodes', 'idle'), 0);
+    assert.equal(
+      gauge(metrics, 'sluice_pool_observed_items_per_second', 'chat'),
+      c.inputs.items_per_second.value,
+    );
+    assert.equal(
+      gauge(metrics, 'sluice_pool_observed_upstream_time_seconds', 'chat'),
+      c.inputs.time_per_item_ms.value! / 1000,
+    );
+    assert.equal(gauge(metrics, 'sluice_pool_nodes', 'chat'), 2);
+    assert.equal(gauge(metrics, 'sluice_pool_target_utilisation_ratio', 'chat'), 0.5);
+  });
+});
