@@ -54,7 +54,14 @@ const JSON_HEADERS = ['content-type', 'application/json'];
 /** Longest accepted `Idempotency-Key`, characters. */
 const MAX_KEY_LENGTH = 255;
 /** Request headers not copied onto the items of a synchronous batch. */
-const NOT_FOR_ITEMS = new Set(['content-length', 'content-type', 'x-request-id', 'idempotency-key']);
+const NOT_FOR_ITEMS = new Set([
+  'content-length',
+  'content-type',
+  'x-request-id',
+  'idempotency-key',
+  // Results are parsed as JSON: the nodes must answer uncompressed.
+  'accept-encoding',
+]);
 
 type Handler = (c: CallContext) => Promise<LocalReply>;
 

@@ -84,7 +84,7 @@ export class BatchService {
     );
   }
 
-  /** Opens the store and starts the worker. Rejects (after closing what it opened) when the store cannot be opened. */
+  /** Opens the store (the worker starts with `startWorker`). Rejects (after closing what it opened) when the store cannot be opened. */
   static async start(cfg: BatchApiConfig, ctx: BatchServiceContext): Promise<BatchService> {
     const jobs = cfg.jobs;
     const completionWindows = Object.fromEntries(jobs.completion_windows.map((w) => [w, windowMs(w)]));
@@ -139,7 +139,6 @@ export class BatchService {
       pollMs: jobs.poll_ms,
       onError: (err) => ctx.log.error(`batch jobs: ${err instanceof Error ? err.message : String(err)}`),
     });
-    worker.start();
     // Expired keys are ignored anyway; this only reclaims their space (Redis expires its own).
     const purgeTimer = setInterval(() => {
       idempotency.purgeExpired().catch((err: unknown) => ctx.log.error(`idempotency purge: ${String(err)}`));
@@ -148,7 +147,12 @@ export class BatchService {
     return new BatchService(api, backend, idempotency, worker, executor, closeIdempotency, purgeTimer);
   }
 
-  /** Stops the worker (running items finish or abort at their lease), then closes the stores. */
+  /** Starts executing job items; call once the listeners are bound (a failed start claims nothing). */
+  startWorker(): void {
+    this.worker.start();
+  }
+
+  /** Stops the worker (running items are aborted and handed back at once), then closes the stores. */
   async close(): Promise<void> {
     clearInterval(this.purgeTimer);
     clearInterval(this.backlogTimer);

@@ -122,6 +122,10 @@ export class SyncBatchRun implements InternalRequestOwner {
   private running = 0;
   private finished = 0;
   private stopped = false;
+  /** True while `fill` is starting items (an item may finish synchronously inside it). */
+  private filling = false;
+  /** True once `done` was called. */
+  private reported = false;
   private readonly live = new Set<InternalRequest>();
 
   constructor(
@@ -132,7 +136,12 @@ export class SyncBatchRun implements InternalRequestOwner {
     this.results = new Array<InternalRequest | null>(request.items.length).fill(null);
   }
 
+  /**
+   * Starts the items. The run holds its own reference on the plan until `done`, so a retired plan
+   * stays open while items of a batch whose client left are still starting on it.
+   */
   start(): void {
+    this.ctx.plan.acquire();
     this.fill();
   }
 
@@ -148,28 +157,43 @@ export class SyncBatchRun implements InternalRequestOwner {
     this.results[r.tag] = r;
     this.running--;
     this.finished++;
-    if (!this.stopped) this.fill();
-    if (this.running === 0 && (this.stopped || this.finished === this.request.items.length)) {
+    // An item refused at once finishes inside `run`: the filling loop already running picks up
+    // the freed slot, so a long batch of instant refusals never recurses.
+    if (!this.filling && !this.stopped) this.fill();
+    this.maybeDone();
+  }
+
+  private maybeDone(): void {
+    if (this.filling || this.reported || this.running > 0) return;
+    if (this.stopped || this.finished === this.request.items.length) {
+      this.reported = true;
+      this.ctx.plan.release();
       this.done(this);
     }
   }
 
   private fill(): void {
     const items = this.request.items;
-    while (!this.stopped && this.running < this.ctx.concurrency && this.next < items.length) {
-      const i = this.next++;
-      const r = new InternalRequest(this.ctx.host, this, i);
-      this.running++;
-      this.live.add(r);
-      r.run(this.ctx.plan, {
-        path: this.request.endpoint,
-        headers: this.ctx.headers,
-        body: items[i]!.body,
-        id: `${this.ctx.id}-${i}`,
-        tenant: this.ctx.tenant,
-        priorityClass: null,
-      });
+    this.filling = true;
+    try {
+      while (!this.stopped && this.running < this.ctx.concurrency && this.next < items.length) {
+        const i = this.next++;
+        const r = new InternalRequest(this.ctx.host, this, i);
+        this.running++;
+        this.live.add(r);
+        r.run(this.ctx.plan, {
+          path: this.request.endpoint,
+          headers: this.ctx.headers,
+          body: items[i]!.body,
+          id: `${this.ctx.id}-${i}`,
+          tenant: this.ctx.tenant,
+          priorityClass: null,
+        });
+      }
+    } finally {
+      this.filling = false;
     }
+    this.maybeDone();
   }
 
   /** The response body: `{object, endpoint, results: [...], request_counts}` with results in input order. */

@@ -183,7 +183,12 @@ export class JobWorker {
     } catch (err) {
       failure = err instanceof Error ? err.message : String(err);
     }
-    if (this.stopper.signal.aborted && result === null) return; // leave the lease to expire: another worker retries
+    if (this.stopper.signal.aborted && result === null) {
+      // Stopped (a drain or a restart): hand the item back now rather than after its lease, so
+      // another worker, or this process once restarted, runs it at once.
+      await this.guard(() => this.backend.retryLater(item, this.workerId, 0));
+      return;
+    }
     const again = result === null || retryable(result.status);
     if (again && item.attempts < this.maxAttempts) {
       const delay = this.retryBaseMs * 2 ** (item.attempts - 1);

@@ -191,9 +191,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.route = route;
     const tp = this.plan.tenants;
     if (tp.table !== null) {
-      const t = this.internal
+      let t = this.internal
         ? (this.tenantInfo ?? tp.table.authenticate(undefined, true))
         : tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
+      // A batch item of an anonymous caller reaches only the routes anonymous callers may use.
+      if (t !== null && this.internal && t.anonymous && !route.allowAnonymous) t = null;
       if (t === null) {
         this.host.stats.countRejected(Errors.invalidApiKey.id);
         this.fail(

@@ -56,6 +56,7 @@ function restartOnly(c: SluiceConfig): string {
     c.rate_limits.store,
     c.rate_limits.redis ?? null,
     c.batch_api === undefined,
+    c.batch_api?.endpoints ?? null,
     c.batch_api?.jobs ?? null,
     c.batch_api?.idempotency ?? null,
   ]);
@@ -155,6 +156,7 @@ export class Sluice {
         },
       });
       this.adminPort = await this.admin.listen(config.admin.address, config.admin.port);
+      this.batch?.startWorker();
       if (watchFile)
         this.watcher = new ConfigWatcher(
           this.configPath,
@@ -220,7 +222,7 @@ export class Sluice {
       return { result: 'unchanged', version: this.plan.version, errors: [] };
     if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
       return this.rejectReload([
-        `${this.configPath}: listeners, admin, simulator, the rate-limit store and batch_api (its presence, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}: listeners, admin, simulator, the rate-limit store and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
       ]);
     }
     const old = this.plan;

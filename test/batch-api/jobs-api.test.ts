@@ -270,6 +270,15 @@ batch_api:
   });
 
   it('lists, pages and deletes files', async () => {
+    // Batches that finish add their output files to the list: let globex's earlier ones end first.
+    await waitFor(
+      async () =>
+        (await globex.batches.list()).data.every((x) =>
+          ['completed', 'failed', 'cancelled'].includes(x.status),
+        ),
+      20_000,
+      'globex batches to end',
+    );
     const a = await globex.files.create({
       file: await toFile(Buffer.from(jsonl(1, 'p1')), 'p1.jsonl'),
       purpose: 'batch',

@@ -309,4 +309,78 @@ describe('POST /v1/batch limits', () => {
       await proxy.close();
     }
   });
+
+  it('answers a 3,000-item batch whose items are refused at once, without deep recursion or leaks', async () => {
+    process.env['SYNC_BATCH_FLOOD_KEY'] = 'sk-sync-flood';
+    const proxy = await startTestSluice(
+      config(
+        fleet.urls,
+        `tenants:
+  - name: flood
+    keys: [{ env: SYNC_BATCH_FLOOD_KEY }]
+    limits: { requests_per_minute: 1 }
+`,
+        'max_items: 5000, concurrency: 64',
+      ),
+    );
+    try {
+      const r = await post(
+        proxy.url,
+        { endpoint: '/v1/embeddings', items: embeddingItems(3000) },
+        { authorization: 'Bearer sk-sync-flood' },
+      );
+      assert.equal(r.status, 200, r.text.slice(0, 300));
+      const b = r.json as BatchResult;
+      assert.deepEqual(b.request_counts, { total: 3000, succeeded: 1, failed: 2999 });
+      assert.equal(b.results[2999]?.status_code, 429);
+      await waitFor(() => proxy.sluice.stats.inFlight === 0, 2000, 'nothing left in flight');
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('keeps an anonymous caller’s items off routes that need a key', async () => {
+    process.env['SYNC_BATCH_MEMBER_KEY'] = 'sk-member';
+    const proxy = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: gpu
+    nodes:
+${fleet.urls.map((u) => `      - url: ${u}`).join('\n')}
+routes:
+  - name: open-models
+    match: { path: /v1/models }
+    pool: gpu
+    allow_anonymous: true
+  - name: keyed
+    match: {}
+    pool: gpu
+tenants:
+  - name: member
+    keys: [{ env: SYNC_BATCH_MEMBER_KEY }]
+  - name: public
+    keys: []
+anonymous_tenant: public
+batch_api:
+  allow_anonymous: true
+`);
+    try {
+      const r = await post(proxy.url, { endpoint: '/v1/embeddings', items: embeddingItems(2) });
+      assert.equal(r.status, 200, r.text);
+      const b = r.json as BatchResult;
+      assert.deepEqual(
+        b.results.map((x) => [x.status_code, x.error?.code]),
+        [
+          [401, 'invalid_api_key'],
+          [401, 'invalid_api_key'],
+        ],
+      );
+      const member = await post(
+        proxy.url,
+        { endpoint: '/v1/embeddings', items: embeddingItems(2) },
+        { authorization: 'Bearer sk-member' },
+      );
+      assert.equal((member.json as BatchResult).request_counts.succeeded, 2);
+    } finally {
+      await proxy.close();
+    }
+  });
 });
