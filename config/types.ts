@@ -307,6 +307,10 @@ export interface AdmissionConfig {
   max_deadline_ms: number;
   /** What a tenant's fair share counts. */
   fairness: 'requests' | 'tokens';
+  /** Slots per node only tenants under their fair share may take (0 = off). */
+  reserve_per_node: number;
+  /** How long a tenant counts as active after its last request, ms. */
+  reserve_window_ms: number;
   adaptive?: {
     min_limit: number;
     max_limit?: number;

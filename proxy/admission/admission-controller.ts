@@ -54,6 +54,23 @@ export interface AdmissionOptions {
   timers?: boolean;
   /** Receives errors thrown by ticket callbacks (a bug in the caller), with the tenant name. */
   logger?: Logger;
+  /**
+   * Slots per node held back for tenants under their fair share: a tenant already holding its
+   * weighted share of the limit (among tenants active within `reserveWindowMs`) may fill the pool
+   * only up to `limit - reserve`, so a light tenant's arrival finds a slot at once instead of
+   * waiting for one to free. A tenant alone may use every slot. Default 0 (off).
+   */
+  reservePerNode?: number;
+  /** How long a tenant counts as active after its last request, ms. Default 2000. */
+  reserveWindowMs?: number;
+}
+
+/** A tenant's use of the pool, tracked only when slots are reserved. */
+interface TenantUse {
+  inFlight: number;
+  weight: number;
+  /** Last offer, admission or release, ms (monotonic). */
+  seenMs: number;
 }
 
 /** Weight of each completed request in the service-time average. */
@@ -67,6 +84,7 @@ export class AdmissionController {
   inFlight = 0;
   /** Static capacity, requests (per node × nodes). */
   private capacity = 0;
+  private nodes: number;
   /** Effective limit, requests: min(capacity, adaptive limit). */
   private effectiveLimit = 0;
   private readonly adaptiveMaxFixed: boolean;
@@ -89,6 +107,13 @@ export class AdmissionController {
   private readonly onTimer: () => void;
   private draining = false;
   private closed = false;
+  private reservePerNode: number;
+  private readonly reserveWindowMs: number;
+  /** Slots held back for tenants under their share (per node × nodes, below the limit). */
+  private reserved = 0;
+  private readonly use = new Map<string, TenantUse>();
+  /** `underShare` bound once (the queue calls it back). */
+  private readonly eligible: (tenant: string, weight: number) => boolean;
 
   constructor(options: AdmissionOptions = {}) {
     this.maxQueue = options.maxQueue ?? 1024;
@@ -101,10 +126,15 @@ export class AdmissionController {
     if (!(this.maxQueue >= 0)) throw new Error('admission.max_queue must be >= 0');
     if (!(this.maxWaitMs >= 0)) throw new Error('admission.max_wait_ms must be >= 0');
     this.capacity = checkedCapacity(options.maxInFlightPerNode ?? 64, options.nodes ?? 1);
+    this.reservePerNode = options.reservePerNode ?? 0;
+    this.reserveWindowMs = options.reserveWindowMs ?? 2000;
+    this.nodes = options.nodes ?? 1;
+    this.eligible = (tenant, weight) => this.underShare(tenant, weight, this.clock());
     const a = options.adaptive ?? null;
     this.adaptiveMaxFixed = a?.maxLimit !== undefined;
     this.adaptive = a === null ? null : new AdaptiveLimit({ ...a, maxLimit: a.maxLimit ?? this.capacity });
     this.effectiveLimit = this.computeLimit();
+    this.reserved = this.computeReserve();
     this.onTimer = () => {
       this.timer = null;
       this.timerAtMs = Infinity;
@@ -138,9 +168,11 @@ export class AdmissionController {
     const now = this.clock();
     if (this.closed) return this.rejectNow(AdmissionRejectReason.closed);
     if (t.deadlineMs <= now) return this.rejectNow(AdmissionRejectReason.deadline);
-    if (this.queuedEntries.size === 0 && this.inFlight < this.effectiveLimit) {
+    if (this.reserved > 0) this.touch(t, now);
+    if (this.inFlight < this.effectiveLimit && this.mayTakeNow(t, now)) {
       this.inFlight++;
       this.admitted.set(t, now);
+      if (this.reserved > 0) this.use.get(t.tenant)!.inFlight++;
       this.counters.admittedImmediately++;
       return 'admitted';
     }
@@ -172,12 +204,18 @@ export class AdmissionController {
     this.admitted.delete(t);
     const inFlightBefore = this.inFlight;
     this.inFlight--;
+    const u = this.use.get(t.tenant);
+    if (u !== undefined && u.inFlight > 0) {
+      u.inFlight--;
+      u.seenMs = this.clock();
+    }
     this.counters.released++;
     const service = this.clock() - admittedAt;
     this.serviceTimeMs += (service - this.serviceTimeMs) * SERVICE_EWMA_ALPHA;
     if (this.adaptive !== null) {
       this.adaptive.observe(latencyMs ?? service, inFlightBefore);
       this.effectiveLimit = this.computeLimit();
+      this.reserved = this.computeReserve();
     }
     this.drain();
     return true;
@@ -208,13 +246,16 @@ export class AdmissionController {
   }
 
   /** New static capacity (reload, nodes added or removed). Admits queued requests if it grew. */
-  setCapacity(maxInFlightPerNode: number, nodes: number): void {
+  setCapacity(maxInFlightPerNode: number, nodes: number, reservePerNode = this.reservePerNode): void {
     this.capacity = checkedCapacity(maxInFlightPerNode, nodes);
+    this.nodes = nodes;
+    this.reservePerNode = reservePerNode;
     if (this.adaptive !== null && !this.adaptiveMaxFixed) {
       this.adaptive.maxLimit = Math.max(this.adaptive.minLimit, this.capacity);
       if (this.adaptive.estimate > this.adaptive.maxLimit) this.adaptive.estimate = this.adaptive.maxLimit;
     }
     this.effectiveLimit = this.computeLimit();
+    this.reserved = this.computeReserve();
     this.drain();
   }
 
@@ -256,7 +297,12 @@ export class AdmissionController {
     this.draining = true;
     try {
       while (this.queuedEntries.size > 0 && this.inFlight < this.effectiveLimit) {
-        const e = this.queue.pop()!;
+        // In the reserved slots only tenants under their fair share are served.
+        const e =
+          this.reserved > 0 && this.inFlight >= this.effectiveLimit - this.reserved
+            ? this.queue.popEligible(this.eligible)
+            : this.queue.pop();
+        if (e === null) break;
         this.queuedEntries.delete(e.ticket);
         this.heap.remove(e);
         const now = this.clock();
@@ -270,6 +316,7 @@ export class AdmissionController {
         }
         this.inFlight++;
         this.admitted.set(e.ticket, now);
+        if (this.reserved > 0) this.touch(e.ticket, now).inFlight++;
         this.counters.admittedFromQueue++;
         try {
           e.ticket.onAdmitted();
@@ -302,6 +349,58 @@ export class AdmissionController {
     } catch (err) {
       this.callbackFailed(e.ticket, 'onRejected', err);
     }
+  }
+
+  /**
+   * Whether an arrival may take a free slot now, ahead of the queue. With nobody queued: yes,
+   * except that the reserved slots are for tenants under their share. With a queue (whose heads
+   * are then all blocked by the reserve, or drain would have served them): only a tenant under its
+   * share with nothing queued of its own.
+   */
+  private mayTakeNow(t: AdmissionTicket, now: number): boolean {
+    if (this.reserved === 0) return this.queuedEntries.size === 0;
+    const inReserve = this.inFlight >= this.effectiveLimit - this.reserved;
+    if (this.queuedEntries.size === 0) return !inReserve || this.underShare(t.tenant, t.weight, now);
+    return inReserve && this.queue.queuedBy(t.tenant) === 0 && this.underShare(t.tenant, t.weight, now);
+  }
+
+  /**
+   * True when `tenant` holds fewer slots than its weighted share of the limit among the tenants
+   * active within the window (in flight, or seen recently), or is the only active tenant.
+   */
+  private underShare(tenant: string, weight: number, now: number): boolean {
+    let active = 0;
+    let weights = 0;
+    for (const [name, u] of this.use) {
+      if (u.inFlight > 0 || now - u.seenMs <= this.reserveWindowMs) {
+        active++;
+        weights += u.weight;
+      } else if (name !== tenant) {
+        this.use.delete(name);
+      }
+    }
+    const mine = this.use.get(tenant);
+    if (mine === undefined) return true;
+    if (active <= 1) return true;
+    const w = Number.isFinite(weight) && weight > 0 ? weight : 1;
+    return mine.inFlight < (this.effectiveLimit * w) / weights;
+  }
+
+  /** Marks a tenant active now; returns its record. */
+  private touch(t: AdmissionTicket, now: number): TenantUse {
+    let u = this.use.get(t.tenant);
+    if (u === undefined) {
+      u = { inFlight: 0, weight: 1, seenMs: now };
+      this.use.set(t.tenant, u);
+    }
+    u.weight = Number.isFinite(t.weight) && t.weight > 0 ? t.weight : 1;
+    u.seenMs = now;
+    return u;
+  }
+
+  private computeReserve(): number {
+    // Never the whole limit: a tenant at its share always keeps at least one slot.
+    return Math.max(0, Math.min(this.reservePerNode * this.nodes, this.effectiveLimit - 1));
   }
 
   private computeLimit(): number {

@@ -141,6 +141,26 @@ export class FairQueue {
     }
   }
 
+  /**
+   * Removes and returns the head of the first backlogged tenant, in round-robin order from the
+   * current one, that `eligible` accepts; null when none does. Deficits are left as they are: this
+   * serves the reserved slots, which only tenants under their fair share may take.
+   */
+  popEligible(eligible: (tenant: string, weight: number) => boolean): QueueEntry | null {
+    const start = this.current;
+    if (start === null) return null;
+    let q = start;
+    do {
+      if (eligible(q.tenant, q.weight)) {
+        const head = q.head!;
+        this.remove(head);
+        return head;
+      }
+      q = q.ringNext!;
+    } while (q !== start);
+    return null;
+  }
+
   /** The newest entry of the tenant with the most queued per unit of weight, or null when empty. */
   heaviestNewest(): QueueEntry | null {
     const q = this.heaviest();

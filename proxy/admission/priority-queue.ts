@@ -44,6 +44,28 @@ export class PriorityQueue {
     return null;
   }
 
+  /** Like `pop`, but only from tenants `eligible` accepts (highest class first); null when none. */
+  popEligible(eligible: (tenant: string, weight: number) => boolean): QueueEntry | null {
+    const classes = this.classes;
+    for (let i = 0; i < classes.length; i++) {
+      const c = classes[i]!;
+      if (c.size === 0) continue;
+      const e = c.popEligible(eligible);
+      if (e !== null) {
+        this.size--;
+        return e;
+      }
+    }
+    return null;
+  }
+
+  /** Entries `tenant` has queued, across classes. */
+  queuedBy(tenant: string): number {
+    let n = 0;
+    for (const c of this.classes) n += c.queuedBy(tenant);
+    return n;
+  }
+
   /**
    * The entry to evict so that `t` may queue when the queue is full, or null to shed `t` itself.
    * Only the lowest non-empty class loses an entry, and only to an arrival of a higher class, or of

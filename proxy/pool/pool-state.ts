@@ -99,7 +99,7 @@ export class PoolState {
     const key = JSON.stringify(a.adaptive ?? null);
     if (this.admission !== null && key === this.admissionKey) {
       this.admission.setQueueLimits(a.max_queue, a.max_wait_ms);
-      this.admission.setCapacity(a.max_in_flight_per_node, config.nodes.length);
+      this.admission.setCapacity(a.max_in_flight_per_node, config.nodes.length, a.reserve_per_node);
       return;
     }
     this.admissionKey = key;
@@ -109,6 +109,8 @@ export class PoolState {
       nodes: config.nodes.length,
       maxQueue: a.max_queue,
       maxWaitMs: a.max_wait_ms,
+      reservePerNode: a.reserve_per_node,
+      reserveWindowMs: a.reserve_window_ms,
       adaptive:
         ad === undefined
           ? null

@@ -1,0 +1,76 @@
+/**
+ * Reserved slots for tenants under their fair share: a heavy tenant fills the pool only up to the
+ * limit minus the reserve while another tenant is active, a light tenant's arrival takes a reserved
+ * slot at once (even with heavy queued), a tenant alone uses every slot, and the reserve ends once
+ * the light tenant has been idle for the window. Manual clock, no timers.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { AdmissionController } from '../../proxy/admission/admission-controller.js';
+import { ManualClock, TestTicket } from './test-ticket.js';
+
+function controller(reservePerNode: number): { c: AdmissionController; clock: ManualClock } {
+  const clock = new ManualClock();
+  const c = new AdmissionController({
+    maxInFlightPerNode: 4,
+    nodes: 2,
+    maxQueue: 100,
+    maxWaitMs: 60_000,
+    reservePerNode,
+    reserveWindowMs: 2000,
+    timers: false,
+    clock: clock.now,
+  });
+  return { c, clock };
+}
+
+describe('admission reserve for tenants under their share', () => {
+  it('lets a tenant alone use every slot', () => {
+    const { c } = controller(1);
+    for (let i = 0; i < 8; i++) assert.equal(c.offer(new TestTicket('heavy')), 'admitted', `slot ${i}`);
+    assert.equal(c.offer(new TestTicket('heavy')), 'queued');
+  });
+
+  it('holds the reserve back from a tenant at its share while another is active, and gives it to the light one at once', () => {
+    const { c, clock } = controller(1);
+    const light1 = new TestTicket('light');
+    assert.equal(c.offer(light1), 'admitted');
+    for (let i = 0; i < 10; i++) c.offer(new TestTicket('heavy'));
+    // 8 slots, 2 reserved: heavy fills the pool up to 6 and queues the rest, two slots stay free.
+    assert.equal(c.inFlight, 6);
+    assert.equal(c.queued, 5);
+    // A light arrival takes a reserved slot at once, ahead of heavy's queue.
+    clock.t += 10;
+    assert.equal(c.offer(new TestTicket('light')), 'admitted');
+    assert.equal(c.inFlight, 7);
+    // A freed slot in the reserve does not go to heavy (at its share) while light is active.
+    c.release(light1);
+    assert.equal(c.inFlight, 6);
+    assert.equal(c.queued, 5);
+  });
+
+  it('serves heavy in full again once light has been idle for the window', () => {
+    const { c, clock } = controller(1);
+    const light = new TestTicket('light');
+    c.offer(light);
+    const admitted: TestTicket[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = new TestTicket('heavy');
+      if (c.offer(t) === 'admitted') admitted.push(t);
+    }
+    assert.equal(c.inFlight, 6);
+    c.release(light);
+    assert.equal(c.inFlight, 6, 'a heavy request took the slot below the reserve');
+    clock.t += 2500;
+    c.release(admitted[0]!);
+    assert.equal(c.inFlight, 8, 'alone again, heavy fills every slot');
+  });
+
+  it('behaves as before when the reserve is 0', () => {
+    const { c } = controller(0);
+    c.offer(new TestTicket('light'));
+    for (let i = 0; i < 10; i++) c.offer(new TestTicket('heavy'));
+    assert.equal(c.inFlight, 8);
+    assert.equal(c.queued, 3);
+  });
+});
