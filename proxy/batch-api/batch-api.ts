@@ -117,16 +117,7 @@ export class BatchApi implements LocalEndpoints {
     let tenant: Tenant | null = null;
     if (table !== null) {
       tenant = table.authenticate(extractApiKey(s), cfg.allow_anonymous);
-      if (tenant === null) {
-        s.host.stats.countRejected(Errors.invalidApiKey.id);
-        s.fail(
-          Errors.invalidApiKey,
-          'Incorrect or missing API key. Send it as "Authorization: Bearer <key>".',
-        );
-        return;
-      }
-      s.tenant = tenant.name;
-      s.tenantInfo = tenant;
+      if (!s.useTenant(tenant)) return;
     }
     const resolved = this.resolve(s.method, s.path);
     if (typeof resolved === 'string') {

@@ -6,6 +6,7 @@
  * instances; keys expire by Redis TTL) and in-memory. It never writes HTTP.
  */
 
+import { connectWithin } from './connect-within.js';
 import { createHash } from 'node:crypto';
 import type { JobDb } from './job-db.js';
 
@@ -361,17 +362,7 @@ export async function createRedisIdempotencyStore(
   });
   // Errors surface as rejected calls; the listener keeps them from crashing the process.
   client.on('error', () => {});
-  let timer: NodeJS.Timeout | undefined;
-  const connected = await Promise.race([
-    client.connect().then(
-      () => true,
-      () => false,
-    ),
-    new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), connectMs);
-    }),
-  ]);
-  clearTimeout(timer);
+  const connected = await connectWithin(() => client.connect(), connectMs);
   if (!connected) {
     client.destroy();
     throw new Error(`redis idempotency store: no connection within ${connectMs} ms`);

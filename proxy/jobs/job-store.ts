@@ -7,6 +7,7 @@
  */
 
 import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
+import { checkBatchParams, checkUpload } from './batch-params.js';
 import { failUnfinishedItems, finishBatch, newId, renderBatchFile, unfinishedItems } from './batch-files.js';
 import type { ListOptions } from './job-backend.js';
 import type { JobDb } from './job-db.js';
@@ -154,15 +155,7 @@ export class JobStore {
 
   /** Stores an uploaded batch input file after validating every line; throws `JobError` naming the bad line. */
   createFile(owner: string, params: CreateFileParams): FileObject {
-    if (params.purpose !== 'batch') {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        `purpose "${params.purpose}" is not supported; use "batch"`,
-        'purpose',
-      );
-    }
-    const content = typeof params.content === 'string' ? Buffer.from(params.content) : params.content;
-    parseBatchInput(content.toString('utf8'), this.limits);
+    const content = checkUpload(params, this.limits);
     const id = newId('file-');
     this.db
       .prepare(
@@ -254,35 +247,7 @@ export class JobStore {
    */
   createBatch(owner: string, params: CreateBatchParams): BatchObject {
     const file = this.fileRow(owner, params.input_file_id);
-    if (file.kind !== 'upload') {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        'input_file_id must be a file uploaded with purpose "batch"',
-        'input_file_id',
-      );
-    }
-    if (!this.endpoints.has(params.endpoint)) {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        `endpoint "${params.endpoint}" is not supported`,
-        'endpoint',
-      );
-    }
-    const windowMs = this.windows[params.completion_window];
-    if (windowMs === undefined) {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        `completion_window "${params.completion_window}" is not supported`,
-        'completion_window',
-      );
-    }
-    const metadata = params.metadata ?? null;
-    if (
-      metadata !== null &&
-      (typeof metadata !== 'object' || Object.values(metadata).some((v) => typeof v !== 'string'))
-    ) {
-      throw new JobError(JobErrors.invalidRequest, 'metadata must map keys to strings', 'metadata');
-    }
+    const { windowMs, metadata } = checkBatchParams(params, file.kind, this.endpoints, this.windows);
     const lines = parseBatchInput((file.content ?? Buffer.alloc(0)).toString('utf8'), this.limits);
     const errors: BatchErrorEntry[] = [];
     for (const l of lines) {

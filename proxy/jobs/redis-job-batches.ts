@@ -6,6 +6,7 @@
  */
 
 import { newId } from './batch-files.js';
+import { checkBatchParams } from './batch-params.js';
 import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
 import type { ListOptions } from './job-backend.js';
 import { JobError, JobErrors } from './job-errors.js';
@@ -82,35 +83,12 @@ export class RedisJobBatches {
   /** See `JobBackend.createBatch`. */
   async create(owner: string, params: CreateBatchParams): Promise<BatchObject> {
     const file = await this.files.fields(owner, params.input_file_id);
-    if (file.kind !== 'upload') {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        'input_file_id must be a file uploaded with purpose "batch"',
-        'input_file_id',
-      );
-    }
-    if (!this.rules.endpoints.has(params.endpoint)) {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        `endpoint "${params.endpoint}" is not supported`,
-        'endpoint',
-      );
-    }
-    const windowMs = this.rules.windows[params.completion_window];
-    if (windowMs === undefined) {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        `completion_window "${params.completion_window}" is not supported`,
-        'completion_window',
-      );
-    }
-    const metadata = params.metadata ?? null;
-    if (
-      metadata !== null &&
-      (typeof metadata !== 'object' || Object.values(metadata).some((v) => typeof v !== 'string'))
-    ) {
-      throw new JobError(JobErrors.invalidRequest, 'metadata must map keys to strings', 'metadata');
-    }
+    const { windowMs, metadata } = checkBatchParams(
+      params,
+      file.kind,
+      this.rules.endpoints,
+      this.rules.windows,
+    );
     const lines = parseBatchInput(await this.files.uploadText(file.id), this.rules.limits);
     const errors: BatchErrorEntry[] = [];
     for (const l of lines) {

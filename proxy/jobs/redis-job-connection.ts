@@ -4,6 +4,7 @@
  * prefix and the clock the scripts receive, and nothing about batches.
  */
 
+import { connectWithin } from './connect-within.js';
 import { createClient } from 'redis';
 import type { Logger } from '../runtime/logger.js';
 import type { LuaScript } from './redis-job-lua.js';
@@ -115,17 +116,7 @@ export async function connectRedisJobs(opts: RedisJobConnectionOptions): Promise
     healthy = true;
     opts.logger?.info('jobs: redis available again');
   });
-  let timer: NodeJS.Timeout | undefined;
-  const connected = await Promise.race([
-    client.connect().then(
-      () => true,
-      () => false,
-    ),
-    new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), connectMs);
-    }),
-  ]);
-  clearTimeout(timer);
+  const connected = await connectWithin(() => client.connect(), connectMs);
   if (!connected) {
     client.destroy();
     throw new Error(`redis job backend: no connection to ${redisHost(opts.url)} within ${connectMs} ms`);

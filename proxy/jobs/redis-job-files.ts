@@ -6,7 +6,8 @@
  */
 
 import { newId } from './batch-files.js';
-import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
+import { checkUpload } from './batch-params.js';
+import type { BatchInputLimits } from './batch-input.js';
 import type { ListOptions } from './job-backend.js';
 import { JobError, JobErrors } from './job-errors.js';
 import type { CreateFileParams } from './job-store.js';
@@ -56,15 +57,7 @@ export class RedisJobFiles {
 
   /** See `JobBackend.createFile`. */
   async create(owner: string, params: CreateFileParams): Promise<FileObject> {
-    if (params.purpose !== 'batch') {
-      throw new JobError(
-        JobErrors.invalidRequest,
-        `purpose "${params.purpose}" is not supported; use "batch"`,
-        'purpose',
-      );
-    }
-    const content = typeof params.content === 'string' ? Buffer.from(params.content) : params.content;
-    parseBatchInput(content.toString('utf8'), this.limits);
+    const content = checkUpload(params, this.limits);
     const id = newId('file-');
     const nowS = Math.floor(this.conn.clock() / 1000);
     await this.conn.run(CREATE_FILE, [

@@ -196,16 +196,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         : tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
       // A batch item of an anonymous caller reaches only the routes anonymous callers may use.
       if (t !== null && this.internal && t.anonymous && !route.allowAnonymous) t = null;
-      if (t === null) {
-        this.host.stats.countRejected(Errors.invalidApiKey.id);
-        this.fail(
-          Errors.invalidApiKey,
-          'Incorrect or missing API key. Send it as "Authorization: Bearer <key>".',
-        );
-        return;
-      }
-      this.tenantInfo = t;
-      this.tenant = t.name;
+      if (!this.useTenant(t)) return;
       const limits = tp.limits[t.index];
       if (tp.limiter !== null && limits !== undefined) {
         const e = estimateRequestTokens(this.json(), tp.defaultMaxTokens);
@@ -224,6 +215,24 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       }
     }
     this.admit();
+  }
+
+  /**
+   * Makes `t` the calling tenant; with null, answers 401 `invalid_api_key` and returns false.
+   * Shared by routes and the local endpoints.
+   */
+  useTenant(t: Tenant | null): t is Tenant {
+    if (t === null) {
+      this.host.stats.countRejected(Errors.invalidApiKey.id);
+      this.fail(
+        Errors.invalidApiKey,
+        'Incorrect or missing API key. Send it as "Authorization: Bearer <key>".',
+      );
+      return false;
+    }
+    this.tenantInfo = t;
+    this.tenant = t.name;
+    return true;
   }
 
   /** Applies a rate-limit decision; false when the request was refused (answered). */
