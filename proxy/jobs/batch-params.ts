@@ -3,9 +3,10 @@
  * touching storage, so SQLite and Redis refuse the same requests with the same errors. Pure logic.
  */
 
-import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
+import { parseBatchInput, type BatchInputLimits, type BatchInputLine } from './batch-input.js';
 import { JobError, JobErrors } from './job-errors.js';
 import type { CreateBatchParams, CreateFileParams } from './job-store.js';
+import type { BatchErrorEntry } from './job-types.js';
 
 /**
  * Checks an upload: `purpose` must be `batch` and every JSONL line valid. Returns the content as
@@ -72,4 +73,23 @@ export function checkBatchParams(
     throw new JobError(JobErrors.invalidRequest, 'metadata must map keys to strings', 'metadata');
   }
   return { windowMs, metadata };
+}
+
+/**
+ * The lines whose `url` differs from the batch's `endpoint` (at most 100), as OpenAI batch errors;
+ * a batch with any is created with status `failed`.
+ */
+export function endpointMismatches(lines: readonly BatchInputLine[], endpoint: string): BatchErrorEntry[] {
+  const errors: BatchErrorEntry[] = [];
+  for (const l of lines) {
+    if (l.url !== endpoint && errors.length < 100) {
+      errors.push({
+        code: 'mismatched_endpoint',
+        message: `url ${l.url} differs from the batch endpoint`,
+        param: 'url',
+        line: l.line,
+      });
+    }
+  }
+  return errors;
 }

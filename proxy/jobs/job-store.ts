@@ -7,7 +7,7 @@
  */
 
 import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
-import { checkBatchParams, checkUpload } from './batch-params.js';
+import { checkBatchParams, endpointMismatches, checkUpload } from './batch-params.js';
 import { failUnfinishedItems, finishBatch, newId, renderBatchFile, unfinishedItems } from './batch-files.js';
 import type { ListOptions } from './job-backend.js';
 import type { JobDb } from './job-db.js';
@@ -249,17 +249,7 @@ export class JobStore {
     const file = this.fileRow(owner, params.input_file_id);
     const { windowMs, metadata } = checkBatchParams(params, file.kind, this.endpoints, this.windows);
     const lines = parseBatchInput((file.content ?? Buffer.alloc(0)).toString('utf8'), this.limits);
-    const errors: BatchErrorEntry[] = [];
-    for (const l of lines) {
-      if (l.url !== params.endpoint && errors.length < 100) {
-        errors.push({
-          code: 'mismatched_endpoint',
-          message: `url ${l.url} differs from the batch endpoint`,
-          param: 'url',
-          line: l.line,
-        });
-      }
-    }
+    const errors = endpointMismatches(lines, params.endpoint);
     const id = newId('batch_');
     const nowMs = this.clock();
     const nowS = Math.floor(nowMs / 1000);

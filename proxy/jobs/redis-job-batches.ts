@@ -6,7 +6,7 @@
  */
 
 import { newId } from './batch-files.js';
-import { checkBatchParams } from './batch-params.js';
+import { checkBatchParams, endpointMismatches } from './batch-params.js';
 import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
 import type { ListOptions } from './job-backend.js';
 import { JobError, JobErrors } from './job-errors.js';
@@ -90,17 +90,7 @@ export class RedisJobBatches {
       this.rules.windows,
     );
     const lines = parseBatchInput(await this.files.uploadText(file.id), this.rules.limits);
-    const errors: BatchErrorEntry[] = [];
-    for (const l of lines) {
-      if (l.url !== params.endpoint && errors.length < 100) {
-        errors.push({
-          code: 'mismatched_endpoint',
-          message: `url ${l.url} differs from the batch endpoint`,
-          param: 'url',
-          line: l.line,
-        });
-      }
-    }
+    const errors = endpointMismatches(lines, params.endpoint);
     const id = newId('batch_');
     const nowMs = this.conn.clock();
     const nowS = Math.floor(nowMs / 1000);
