@@ -183,7 +183,7 @@ describe('job worker', () => {
     assert.equal(worker.stats.retried, 5); // item 0 twice, item 2 twice, item 3 once
   });
 
-  it('aborts running executions on stop and leaves their items to another worker', async () => {
+  it('aborts running executions on stop and hands their items back at once', async () => {
     const id = batchOf(3);
     let aborted = 0;
     const hanging = executor(
@@ -195,12 +195,15 @@ describe('job worker', () => {
           }),
         ),
     );
-    const first = new JobWorker(backend, hanging, { concurrency: 3, pollMs: 5, leaseMs: 200 });
+    const first = new JobWorker(backend, hanging, { concurrency: 3, pollMs: 5, leaseMs: LEASE_MS });
     first.start();
     while (hanging.calls < 3) await delay(5);
     await first.stop();
     assert.equal(aborted, 3);
     assert.equal(store.getBatch(OWNER, id).request_counts.completed, 0);
+    // Claimable right away although the stopped worker's lease had a minute left.
+    assert.equal((await backend.claim('probe', 3, 1)).length, 3);
+    await delay(5);
     const second = new JobWorker(
       backend,
       executor(async () => ({ status: 200, body: 'late' })),
