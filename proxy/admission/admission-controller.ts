@@ -56,18 +56,21 @@ export interface AdmissionOptions {
   logger?: Logger;
   /**
    * Slots per node held back for tenants under their fair share: a tenant already holding its
-   * weighted share of the limit (among tenants active within `reserveWindowMs`) may fill the pool
-   * only up to `limit - reserve`, so a light tenant's arrival finds a slot at once instead of
-   * waiting for one to free. A tenant alone may use every slot. Default 0 (off).
+   * weighted share of the limit (among the active tenants: with a request in flight or queued, or
+   * seen within `reserveWindowMs`) may fill the pool only up to `limit - reserve`, so a light
+   * tenant's arrival finds a slot at once instead of waiting for one to free. A tenant alone may
+   * use every slot. Default 0 (off).
    */
   reservePerNode?: number;
-  /** How long a tenant counts as active after its last request, ms. Default 2000. */
+  /** How long a tenant counts as active after its last offer or release, ms. Default 2000. */
   reserveWindowMs?: number;
 }
 
-/** A tenant's use of the pool, tracked only when slots are reserved. */
+/** A tenant's use of the pool, tracked only while `reservePerNode` > 0. */
 interface TenantUse {
+  /** Requests of the tenant holding a slot. */
   inFlight: number;
+  /** Fair-share weight (> 0). */
   weight: number;
   /** Last offer, admission or release, ms (monotonic). */
   seenMs: number;
@@ -108,12 +111,17 @@ export class AdmissionController {
   private draining = false;
   private closed = false;
   private reservePerNode: number;
-  private readonly reserveWindowMs: number;
+  private reserveWindowMs: number;
   /** Slots held back for tenants under their share (per node × nodes, below the limit). */
   private reserved = 0;
   private readonly use = new Map<string, TenantUse>();
+  /**
+   * Slots per unit of weight for the decision in progress: the limit over the weight of the active
+   * tenants (see `shareScale`). A tenant is under its share while `inFlight < scale × weight`.
+   */
+  private scale = Infinity;
   /** `underShare` bound once (the queue calls it back). */
-  private readonly eligible: (tenant: string, weight: number) => boolean;
+  private readonly eligible: (tenant: string) => boolean;
 
   constructor(options: AdmissionOptions = {}) {
     this.maxQueue = options.maxQueue ?? 1024;
@@ -129,7 +137,7 @@ export class AdmissionController {
     this.reservePerNode = options.reservePerNode ?? 0;
     this.reserveWindowMs = options.reserveWindowMs ?? 2000;
     this.nodes = options.nodes ?? 1;
-    this.eligible = (tenant, weight) => this.underShare(tenant, weight, this.clock());
+    this.eligible = (tenant) => this.underShare(tenant);
     const a = options.adaptive ?? null;
     this.adaptiveMaxFixed = a?.maxLimit !== undefined;
     this.adaptive = a === null ? null : new AdaptiveLimit({ ...a, maxLimit: a.maxLimit ?? this.capacity });
@@ -168,11 +176,11 @@ export class AdmissionController {
     const now = this.clock();
     if (this.closed) return this.rejectNow(AdmissionRejectReason.closed);
     if (t.deadlineMs <= now) return this.rejectNow(AdmissionRejectReason.deadline);
-    if (this.reserved > 0) this.touch(t, now);
+    const u = this.reservePerNode > 0 ? this.touch(t, now) : null;
     if (this.inFlight < this.effectiveLimit && this.mayTakeNow(t, now)) {
       this.inFlight++;
       this.admitted.set(t, now);
-      if (this.reserved > 0) this.use.get(t.tenant)!.inFlight++;
+      if (u !== null) u.inFlight++;
       this.counters.admittedImmediately++;
       return 'admitted';
     }
@@ -204,13 +212,16 @@ export class AdmissionController {
     this.admitted.delete(t);
     const inFlightBefore = this.inFlight;
     this.inFlight--;
-    const u = this.use.get(t.tenant);
-    if (u !== undefined && u.inFlight > 0) {
-      u.inFlight--;
-      u.seenMs = this.clock();
+    const now = this.clock();
+    if (this.reservePerNode > 0) {
+      const u = this.use.get(t.tenant);
+      if (u !== undefined && u.inFlight > 0) {
+        u.inFlight--;
+        u.seenMs = now;
+      }
     }
     this.counters.released++;
-    const service = this.clock() - admittedAt;
+    const service = now - admittedAt;
     this.serviceTimeMs += (service - this.serviceTimeMs) * SERVICE_EWMA_ALPHA;
     if (this.adaptive !== null) {
       this.adaptive.observe(latencyMs ?? service, inFlightBefore);
@@ -245,11 +256,21 @@ export class AdmissionController {
     this.maxWaitMs = maxWaitMs;
   }
 
-  /** New static capacity (reload, nodes added or removed). Admits queued requests if it grew. */
-  setCapacity(maxInFlightPerNode: number, nodes: number, reservePerNode = this.reservePerNode): void {
+  /**
+   * New static capacity and reserve (reload, nodes added or removed). Admits queued requests if the
+   * pool grew or its reserve shrank.
+   */
+  setCapacity(
+    maxInFlightPerNode: number,
+    nodes: number,
+    reservePerNode = this.reservePerNode,
+    reserveWindowMs = this.reserveWindowMs,
+  ): void {
     this.capacity = checkedCapacity(maxInFlightPerNode, nodes);
     this.nodes = nodes;
     this.reservePerNode = reservePerNode;
+    this.reserveWindowMs = reserveWindowMs;
+    if (reservePerNode <= 0) this.use.clear();
     if (this.adaptive !== null && !this.adaptiveMaxFixed) {
       this.adaptive.maxLimit = Math.max(this.adaptive.minLimit, this.capacity);
       if (this.adaptive.estimate > this.adaptive.maxLimit) this.adaptive.estimate = this.adaptive.maxLimit;
@@ -295,13 +316,21 @@ export class AdmissionController {
     // HOT
     if (this.draining) return;
     this.draining = true;
+    let scaled = false;
     try {
       while (this.queuedEntries.size > 0 && this.inFlight < this.effectiveLimit) {
-        // In the reserved slots only tenants under their fair share are served.
-        const e =
-          this.reserved > 0 && this.inFlight >= this.effectiveLimit - this.reserved
-            ? this.queue.popEligible(this.eligible)
-            : this.queue.pop();
+        let e: QueueEntry | null;
+        if (this.reserved > 0 && this.inFlight >= this.effectiveLimit - this.reserved) {
+          // In the reserved slots only tenants under their fair share are served. The tenants
+          // admitted here were active already (queued), so one scale serves the whole pass.
+          if (!scaled) {
+            this.scale = this.shareScale(this.clock());
+            scaled = true;
+          }
+          e = this.queue.popEligible(this.eligible);
+        } else {
+          e = this.queue.pop();
+        }
         if (e === null) break;
         this.queuedEntries.delete(e.ticket);
         this.heap.remove(e);
@@ -316,7 +345,7 @@ export class AdmissionController {
         }
         this.inFlight++;
         this.admitted.set(e.ticket, now);
-        if (this.reserved > 0) this.touch(e.ticket, now).inFlight++;
+        if (this.reservePerNode > 0) this.touch(e.ticket, now).inFlight++;
         this.counters.admittedFromQueue++;
         try {
           e.ticket.onAdmitted();
@@ -360,30 +389,33 @@ export class AdmissionController {
   private mayTakeNow(t: AdmissionTicket, now: number): boolean {
     if (this.reserved === 0) return this.queuedEntries.size === 0;
     const inReserve = this.inFlight >= this.effectiveLimit - this.reserved;
-    if (this.queuedEntries.size === 0) return !inReserve || this.underShare(t.tenant, t.weight, now);
-    return inReserve && this.queue.queuedBy(t.tenant) === 0 && this.underShare(t.tenant, t.weight, now);
+    if (!inReserve) return this.queuedEntries.size === 0;
+    if (this.queuedEntries.size > 0 && this.queue.queuedBy(t.tenant) > 0) return false;
+    this.scale = this.shareScale(now);
+    return this.underShare(t.tenant);
   }
 
   /**
-   * True when `tenant` holds fewer slots than its weighted share of the limit among the tenants
-   * active within the window (in flight, or seen recently), or is the only active tenant.
+   * Slots per unit of weight: the limit over the summed weight of the active tenants, those with a
+   * request in flight or queued, or seen within the window. Forgets the others. One pass over the
+   * tenants, once per decision; a tenant alone gets a scale that lets it use every slot.
    */
-  private underShare(tenant: string, weight: number, now: number): boolean {
-    let active = 0;
+  private shareScale(now: number): number {
     let weights = 0;
     for (const [name, u] of this.use) {
-      if (u.inFlight > 0 || now - u.seenMs <= this.reserveWindowMs) {
-        active++;
+      if (u.inFlight > 0 || now - u.seenMs <= this.reserveWindowMs || this.queue.queuedBy(name) > 0) {
         weights += u.weight;
-      } else if (name !== tenant) {
+      } else {
         this.use.delete(name);
       }
     }
-    const mine = this.use.get(tenant);
-    if (mine === undefined) return true;
-    if (active <= 1) return true;
-    const w = Number.isFinite(weight) && weight > 0 ? weight : 1;
-    return mine.inFlight < (this.effectiveLimit * w) / weights;
+    return weights > 0 ? this.effectiveLimit / weights : Infinity;
+  }
+
+  /** True when `tenant` holds fewer slots than its weighted share at the current `scale`. */
+  private underShare(tenant: string): boolean {
+    const u = this.use.get(tenant);
+    return u === undefined || u.inFlight < this.scale * u.weight;
   }
 
   /** Marks a tenant active now; returns its record. */

@@ -146,12 +146,12 @@ export class FairQueue {
    * current one, that `eligible` accepts; null when none does. Deficits are left as they are: this
    * serves the reserved slots, which only tenants under their fair share may take.
    */
-  popEligible(eligible: (tenant: string, weight: number) => boolean): QueueEntry | null {
+  popEligible(eligible: (tenant: string) => boolean): QueueEntry | null {
     const start = this.current;
     if (start === null) return null;
     let q = start;
     do {
-      if (eligible(q.tenant, q.weight)) {
+      if (eligible(q.tenant)) {
         const head = q.head!;
         this.remove(head);
         return head;
@@ -159,12 +159,6 @@ export class FairQueue {
       q = q.ringNext!;
     } while (q !== start);
     return null;
-  }
-
-  /** The newest entry of the tenant with the most queued per unit of weight, or null when empty. */
-  heaviestNewest(): QueueEntry | null {
-    const q = this.heaviest();
-    return q === null ? null : q.tail;
   }
 
   /** The backlogged tenant with the largest `size / weight`, or null when empty. */

@@ -45,7 +45,7 @@ export class PriorityQueue {
   }
 
   /** Like `pop`, but only from tenants `eligible` accepts (highest class first); null when none. */
-  popEligible(eligible: (tenant: string, weight: number) => boolean): QueueEntry | null {
+  popEligible(eligible: (tenant: string) => boolean): QueueEntry | null {
     const classes = this.classes;
     for (let i = 0; i < classes.length; i++) {
       const c = classes[i]!;

@@ -65,8 +65,6 @@ export const HealthEventKind = {
   checkUp: 'check-up',
   /** The node became available again (neither ejected nor failing checks); slow start begins. */
   returned: 'returned',
-  /** The node went out of rotation (ejected or failing checks). */
-  unavailable: 'unavailable',
   /** Slow start finished: the weight factor is back to 1. */
   slowStartDone: 'slow-start-done',
   /** The node's metrics crossed a saturation threshold. */

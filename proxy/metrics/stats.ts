@@ -50,7 +50,7 @@ export class StatsRegistry {
     return s;
   }
 
-  /** The shadow-traffic stats of a route, created on first use. */
+  /** The shadow-traffic stats of a route, created on first use (compile time only). */
   mirror(route: string): RouteStats {
     let s = this.mirrors.get(route);
     if (s === undefined) {

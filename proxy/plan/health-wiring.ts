@@ -51,6 +51,6 @@ export function attachHealth(
   log: Logger,
 ): void {
   const options = healthOptions(pc, (e) => state.countHealthEvent(e.kind));
-  if (state.health === null) state.health = new PoolHealth(pc.name, options, log);
-  (state.health as PoolHealth).update(nodes, options);
+  state.health ??= new PoolHealth(pc.name, options, log);
+  state.health.update(nodes, options);
 }

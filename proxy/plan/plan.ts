@@ -170,6 +170,7 @@ export function compilePlan(
     const b = pc.balance;
     const policy = POLICIES[b.kind](members, {
       epsilon: b.epsilon,
+      spillFloorTokens: b.spill_floor_tokens,
       pointsPerWeight: b.points_per_weight,
       decayMs: b.decay_ms,
     });
@@ -214,7 +215,13 @@ export function compilePlan(
         split,
         fallback: rc.fallback.map(poolOf),
         mirror:
-          rc.mirror === undefined ? null : { pool: poolOf(rc.mirror.pool), share: rc.mirror.percent / 100 },
+          rc.mirror === undefined
+            ? null
+            : {
+                pool: poolOf(rc.mirror.pool),
+                share: rc.mirror.percent / 100,
+                stats: ctx.stats.mirror(rc.name),
+              },
         retries: resolveRetries(rc),
         routeHeader: rc.route_header,
         batcher:

@@ -4,20 +4,10 @@
  * reconfigures it in place, so budgets and counters are not reset by an edit.
  */
 import type { PoolConfig } from '../../config/types.js';
-import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { AdmissionController } from '../admission/admission-controller.js';
+import type { PoolHealth } from '../health/pool-health.js';
 import { TokenBudget } from './token-budget.js';
 import { TtfbWindow } from './ttfb-window.js';
-
-/** Where attempt outcomes go for passive health tracking (implemented by the health module). */
-export interface HealthSink {
-  recordSuccess(node: UpstreamNode): void;
-  recordFailure(node: UpstreamNode, reason: string): void;
-  /** The admin view of the pool's nodes. */
-  snapshot(): unknown;
-  /** Stops the tracker's timers. */
-  close(): void;
-}
 
 /** Hedging settings resolved for the request path. */
 export interface HedgeSettings {
@@ -30,8 +20,10 @@ export class PoolState {
   retryBudget: TokenBudget;
   hedgeBudget: TokenBudget | null = null;
   hedge: HedgeSettings | null = null;
-  ttfb: TtfbWindow;
-  health: HealthSink | null = null;
+  /** Recent times to first byte, for the hedge delay; null when the pool does not hedge. */
+  ttfb: TtfbWindow | null = null;
+  /** Health of the pool's nodes (attempt outcomes go here); null until the plan attaches it. */
+  health: PoolHealth | null = null;
   /** The pool's admission queue; null when the pool has no `admission` section. */
   admission: AdmissionController | null = null;
   /** Admission settings read per request. */
@@ -53,7 +45,6 @@ export class PoolState {
   constructor(config: PoolConfig) {
     this.name = config.name;
     this.retryBudget = new TokenBudget(config.retry_budget.percent, config.retry_budget.min_per_second);
-    this.ttfb = new TtfbWindow(config.hedge?.percentile ?? 95);
     this.configure(config);
   }
 
@@ -68,6 +59,7 @@ export class PoolState {
     if (h === undefined) {
       this.hedge = null;
       this.hedgeBudget = null;
+      this.ttfb = null;
     } else {
       this.hedge = { minDelayMs: h.min_delay_ms, minSamples: h.min_samples };
       this.hedgeBudget = new TokenBudget(h.budget_percent, 0);
@@ -99,7 +91,12 @@ export class PoolState {
     const key = JSON.stringify(a.adaptive ?? null);
     if (this.admission !== null && key === this.admissionKey) {
       this.admission.setQueueLimits(a.max_queue, a.max_wait_ms);
-      this.admission.setCapacity(a.max_in_flight_per_node, config.nodes.length, a.reserve_per_node);
+      this.admission.setCapacity(
+        a.max_in_flight_per_node,
+        config.nodes.length,
+        a.reserve_per_node,
+        a.reserve_window_ms,
+      );
       return;
     }
     this.admissionKey = key;
@@ -140,8 +137,9 @@ export class PoolState {
   hedgeDelayMs(): number {
     // HOT
     const h = this.hedge;
-    if (h === null || this.ttfb.count < h.minSamples) return -1;
-    const p = this.ttfb.value();
+    const w = this.ttfb;
+    if (h === null || w === null || w.count < h.minSamples) return -1;
+    const p = w.value();
     return p > h.minDelayMs ? p : h.minDelayMs;
   }
 }

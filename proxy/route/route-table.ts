@@ -35,6 +35,8 @@ export interface ResolvedMirror {
   pool: Pool;
   /** Share of requests copied, 0..1. */
   share: number;
+  /** The route's shadow-traffic stats, resolved at compile time. */
+  stats: RouteStats;
 }
 
 /** Everything a route leads to, compiled by the plan. */
@@ -105,7 +107,7 @@ export class Route {
     this.path = m.path ?? null;
     this.pathPrefix = m.path_prefix ?? null;
     this.methods = m.methods && m.methods.length > 0 ? m.methods.map((x) => x.toUpperCase()) : null;
-    this.host = m.host ? m.host.toLowerCase() : null;
+    this.host = m.host ?? null; // lower-cased by the config loader
     const h = m.headers ? Object.entries(m.headers).flatMap(([k, v]) => [k.toLowerCase(), v]) : [];
     this.headers = h.length > 0 ? h : null;
     this.models = m.models && m.models.length > 0 ? new Set(m.models) : null;

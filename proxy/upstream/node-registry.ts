@@ -9,9 +9,12 @@ import { UpstreamNode, type NodeConnectionOptions } from './upstream-node.js';
 export class NodeRegistry {
   private readonly nodes = new Map<string, UpstreamNode>();
 
-  /** Returns pool `pool`'s node for `url` with these options, creating it if needed; adds one reference. */
+  /**
+   * Returns pool `pool`'s node for `url` (an origin, as the config loader normalises node URLs) with
+   * these options, creating it if needed; adds one reference.
+   */
   acquire(pool: string, url: string, options: NodeConnectionOptions): UpstreamNode {
-    const key = `${pool}|${new URL(url).origin}|${options.connections}|${options.connectTimeoutMs}`;
+    const key = `${pool}|${url}|${options.connections}|${options.connectTimeoutMs}`;
     let node = this.nodes.get(key);
     if (node === undefined) {
       node = new UpstreamNode(url, options);

@@ -2,8 +2,9 @@
  * Property tests of the admission controller: randomised sequences of offers, releases, cancels,
  * clock jumps with expiry, and capacity changes, checked against a model after every step. No
  * ticket is lost or duplicated: each ends in exactly one of admitted-then-released, rejected or
- * cancelled; the pool never exceeds its limit and never idles with work queued; the queue stays
- * bounded; nothing is served past its expiry; a higher class is always dequeued first.
+ * cancelled; the pool never exceeds its limit and never idles with work queued (with reserved
+ * slots: never below the limit minus the reserve); the queue stays bounded; nothing is served past
+ * its expiry; without a reserve, a higher class is always dequeued first.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -36,7 +37,8 @@ class ModelTicket {
   onAdmitted(): void {
     assert.equal(this.state, 'queued', 'onAdmitted for a ticket that was not queued');
     assert.ok(this.world.clock.t < this.expiresMs, 'served at or after its expiry');
-    for (const t of this.world.tickets) {
+    // Reserved slots go to tenants under their share, whatever their class.
+    for (const t of this.world.strictPriority ? this.world.tickets : []) {
       if (t !== this && t.state === 'queued') {
         assert.ok(
           t.priority <= this.priority,
@@ -58,6 +60,8 @@ class ModelTicket {
 interface World {
   clock: ManualClock;
   tickets: ModelTicket[];
+  /** False when slots are reserved (they may go to a lower class under its share). */
+  strictPriority: boolean;
 }
 
 const TENANTS: [string, number][] = [
@@ -67,19 +71,23 @@ const TENANTS: [string, number][] = [
   ['d', 1],
 ];
 
-function runSequence(seed: number, steps: number): void {
+/** `reserve`: run with slots reserved for tenants under their share (1 or 2 per node). */
+function runSequence(seed: number, steps: number, reserve = false): void {
   const rnd = seededRandom(seed);
   const pick = <T>(xs: T[]): T | undefined => xs[Math.floor(rnd() * xs.length)];
-  const world: World = { clock: new ManualClock(0), tickets: [] };
+  const world: World = { clock: new ManualClock(0), tickets: [], strictPriority: !reserve };
   const maxQueue = Math.floor(rnd() * 12);
   const maxWaitMs = 50 + rnd() * 200;
   let perNode = 1 + Math.floor(rnd() * 3);
   let nodes = 1 + Math.floor(rnd() * 2);
+  const reservePerNode = reserve ? 1 + Math.floor(rnd() * 2) : 0;
   const c = new AdmissionController({
     maxInFlightPerNode: perNode,
     nodes,
     maxQueue,
     maxWaitMs,
+    reservePerNode,
+    reserveWindowMs: reserve ? rnd() * 200 : undefined,
     timers: false,
     clock: world.clock.now,
   });
@@ -139,7 +147,10 @@ function runSequence(seed: number, steps: number): void {
     assert.equal(c.inFlight, admitted, `${where(op, step)}: in-flight count`);
     assert.equal(c.queued, queued, `${where(op, step)}: queued count`);
     assert.ok(queued <= maxQueue, `${where(op, step)}: queue over its bound`);
-    if (queued > 0) assert.ok(c.inFlight >= c.limit, `${where(op, step)}: idle slots with work queued`);
+    const reserved = Math.max(0, Math.min(reservePerNode * nodes, c.limit - 1));
+    if (queued > 0) {
+      assert.ok(c.inFlight >= c.limit - reserved, `${where(op, step)}: idle slots with work queued`);
+    }
     if (op === 'offer' || op === 'release') {
       // Between capacity changes the limit holds (a shrink may leave more in flight until releases).
       assert.ok(c.inFlight <= Math.max(c.limit, admitted), where(op, step));
@@ -178,5 +189,10 @@ describe('admission controller property', () => {
 
   it('holds its invariants over long sequences', () => {
     for (let seed = 1000; seed < 1005; seed++) runSequence(seed, 5000);
+  });
+
+  it('never loses or duplicates a ticket with slots reserved for tenants under their share', () => {
+    for (let seed = 1; seed <= 150; seed++) runSequence(seed, 400, true);
+    for (let seed = 1000; seed < 1005; seed++) runSequence(seed, 5000, true);
   });
 });

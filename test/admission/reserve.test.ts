@@ -1,8 +1,9 @@
 /**
  * Reserved slots for tenants under their fair share: a heavy tenant fills the pool only up to the
  * limit minus the reserve while another tenant is active, a light tenant's arrival takes a reserved
- * slot at once (even with heavy queued), a tenant alone uses every slot, and the reserve ends once
- * the light tenant has been idle for the window. Manual clock, no timers.
+ * slot at once (even with heavy queued), a tenant alone uses every slot, a queued tenant stays
+ * active while it waits, and the reserve ends once the light tenant has been idle for the window
+ * (which a reload can change). Manual clock, no timers.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -64,6 +65,41 @@ describe('admission reserve for tenants under their share', () => {
     clock.t += 2500;
     c.release(admitted[0]!);
     assert.equal(c.inFlight, 8, 'alone again, heavy fills every slot');
+  });
+
+  it('counts a tenant waiting in the queue as active however long it has waited', () => {
+    const { c, clock } = controller(1);
+    const heavy: TestTicket[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = new TestTicket('heavy');
+      heavy.push(t);
+      c.offer(t);
+    }
+    assert.equal(c.inFlight, 8, 'alone, heavy fills every slot');
+    const light = new TestTicket('light');
+    assert.equal(c.offer(light), 'queued');
+    // No slot frees for longer than the window: light is still waiting, so still active.
+    clock.t += 2500;
+    c.release(heavy[0]!);
+    assert.equal(light.admittedCalls, 1, 'the freed reserved slot goes to light, under its share');
+    assert.equal(c.inFlight, 8);
+  });
+
+  it('applies a new reserve window from setCapacity (reload)', () => {
+    const { c, clock } = controller(1);
+    const light = new TestTicket('light');
+    c.offer(light);
+    const heavy: TestTicket[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = new TestTicket('heavy');
+      if (c.offer(t) === 'admitted') heavy.push(t);
+    }
+    c.release(light);
+    c.setCapacity(4, 2, 1, 100);
+    assert.equal(c.inFlight, 6, 'light was seen just now');
+    clock.t += 150;
+    c.release(heavy[0]!);
+    assert.equal(c.inFlight, 8, 'light idle for longer than the new window: heavy fills every slot');
   });
 
   it('behaves as before when the reserve is 0', () => {

@@ -4,6 +4,8 @@
  */
 import type { AdmissionRejection, AdmissionTicket } from '../../proxy/admission/admission-ticket.js';
 
+export { ManualClock } from '../helpers/manual-clock.js';
+
 let nextId = 0;
 
 /** A ticket recording its callbacks; `log` (shared) receives `id` on each admission from the queue. */
@@ -45,21 +47,6 @@ export class TestTicket implements AdmissionTicket {
 
   onRejected(rejection: AdmissionRejection): void {
     this.rejections.push(rejection);
-  }
-}
-
-/** A clock the test moves by hand, ms. */
-export class ManualClock {
-  t: number;
-
-  constructor(start = 1000) {
-    this.t = start;
-  }
-
-  readonly now = (): number => this.t;
-
-  advance(ms: number): void {
-    this.t += ms;
   }
 }
 

@@ -7,14 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { HealthEvent, HealthEventKind } from '../../proxy/health/health-options.js';
 import { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 
-/** A clock that moves only when told to, ms. */
-export class ManualClock {
-  t = 1000;
-  readonly now = (): number => this.t;
-  advance(ms: number): void {
-    this.t += ms;
-  }
-}
+export { ManualClock } from '../helpers/manual-clock.js';
 
 /** Collects health events; `kinds()` lists them as `kind node-index` strings. */
 export class EventLog {

@@ -1,0 +1,59 @@
+/**
+ * Compiling a config into a plan: the pool's `balance` settings reach the policy it builds. No
+ * listener is bound and nothing is dispatched; the nodes are placeholders on a closed port.
+ */
+import { afterEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseConfig } from '../../config/loader.js';
+import type { PickRequest } from '../../proxy/balance/balance-policy.js';
+import { StatsRegistry } from '../../proxy/metrics/stats.js';
+import { compilePlan, type Plan } from '../../proxy/plan/plan.js';
+import { RuntimeState } from '../../proxy/plan/runtime-state.js';
+import { createLogger } from '../../proxy/runtime/logger.js';
+import { NodeRegistry } from '../../proxy/upstream/node-registry.js';
+import { basicConfig } from '../helpers/sluice.js';
+
+const NODES = ['http://127.0.0.1:9', 'http://127.0.0.1:10'];
+
+describe('plan compilation', () => {
+  const registry = new NodeRegistry();
+  const runtime = new RuntimeState();
+  afterEach(async () => {
+    await runtime.close();
+    await registry.destroyAll();
+  });
+
+  /** Compiles `basicConfig` with `balance` as the pool's balance section. */
+  function compile(balance: string): Plan {
+    const r = parseConfig(basicConfig(NODES, '', { pool: `    balance: ${balance}` }), 'plan.yaml');
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    return compilePlan(1, r.config, r.digest, {
+      registry,
+      stats: new StatsRegistry(),
+      runtime,
+      log: createLogger('error', () => undefined),
+    });
+  }
+
+  /**
+   * Where a keyed request goes once its home node carries 1000 tokens and the other node nothing:
+   * over the bounded-load cap (1.25 × 1100 / 2), but under the default spill floor.
+   */
+  function outcomeUnderLoad(plan: Plan): string {
+    const pool = plan.pools.get('gpu')!;
+    const req: PickRequest = { affinityKey: 'session-1', cost: 100, affinityOutcome: 'none' };
+    const home = pool.pick(req, [])!;
+    assert.equal(req.affinityOutcome, 'hit');
+    home.inFlightCost = 1000;
+    const picked = pool.pick(req, [])!;
+    home.inFlightCost = 0;
+    assert.equal(picked === home, req.affinityOutcome === 'hit');
+    return req.affinityOutcome;
+  }
+
+  it('passes balance.spill_floor_tokens to consistent-hash', () => {
+    const base = '{ kind: consistent-hash, affinity: { source: header, name: x-session-id }';
+    assert.equal(outcomeUnderLoad(compile(`${base} }`)), 'hit', 'the default floor keeps the key home');
+    assert.equal(outcomeUnderLoad(compile(`${base}, spill_floor_tokens: 0 }`)), 'spill');
+  });
+});
