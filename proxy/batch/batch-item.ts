@@ -40,6 +40,8 @@ export class BatchItem {
   constructor(
     /** The parsed request body of this item. */
     readonly body: object,
+    /** The body's bytes as the caller received them, or null when it has only the parsed body. */
+    readonly raw: Buffer | null,
     /** De-duplication key, null when the item is never shared. */
     readonly key: string | null,
     readonly sink: BatchItemSink,

@@ -1,7 +1,8 @@
 /**
  * `fanout` mode: a closed window goes to one node (picked once per micro-batch) and each item is
- * sent as its own single-item call, at most `maxConcurrentPerNode` at a time per node; answers pass
- * through untouched. A failed item is retried alone after backoff, on a node picked again.
+ * sent as its own single-item call, at most `maxConcurrentPerNode` at a time per node; requests
+ * (the bytes the caller received, when it gave them) and answers pass through untouched. A failed
+ * item is retried alone after backoff, on a node picked again.
  */
 
 import { BatchDispatcher } from './batch-dispatcher.js';
@@ -37,11 +38,6 @@ export class FanoutDispatcher extends BatchDispatcher {
     this.pump(gate);
   }
 
-  /** Calls in flight on the node behind `transport` (0 for a node never used). */
-  running(transport: BatchTransport): number {
-    return this.gates.get(transport)?.running ?? 0;
-  }
-
   private gate(): NodeGate | null {
     const transport = this.pick();
     if (transport === null) return null;
@@ -66,7 +62,8 @@ export class FanoutDispatcher extends BatchDispatcher {
     let answer: Buffer | null = null;
     let error: unknown = null;
     try {
-      ({ status, body: answer } = await gate.transport.send(this.ctx.codec.encode([item.body]), 1));
+      const body = item.raw ?? this.ctx.codec.encode([item.body]);
+      ({ status, body: answer } = await gate.transport.send(body, 1));
     } catch (err) {
       error = err ?? new Error('transport rejected');
     }

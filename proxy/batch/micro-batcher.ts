@@ -74,10 +74,11 @@ export class MicroBatcher {
 
   /**
    * Queues one item. Its result goes to `sink.onBatchResult(tag, …)` exactly once: later, or at once
-   * (503) when the batcher is closed or already holds `maxQueuedItems` items. `key` overrides the
-   * codec's de-duplication key (null: never shared). // HOT
+   * (503) when the batcher is closed or already holds `maxQueuedItems` items. `raw`: the body's
+   * bytes as the caller received them, when it has them (fanout sends them as they are instead of
+   * serialising `body` again). // HOT
    */
-  submit(body: object, sink: BatchItemSink, tag = 0, key?: string | null): void {
+  submit(body: object, sink: BatchItemSink, tag = 0, raw: Buffer | null = null): void {
     const stats = this.stats;
     stats.items++;
     if (this.closed || this.unresolved >= this.options.maxQueuedItems) {
@@ -90,8 +91,8 @@ export class MicroBatcher {
     this.unresolved++;
     const codec = this.codec;
     const group = this.options.mode === BatchMode.native ? codec.groupKey(body) : '';
-    const dedupKey = this.options.dedup ? (key === undefined ? codec.dedupKey(body) : key) : null;
-    const item = new BatchItem(body, dedupKey, sink, tag);
+    const dedupKey = this.options.dedup ? codec.dedupKey(body, raw) : null;
+    const item = new BatchItem(body, raw, dedupKey, sink, tag);
     const idle = this.idleFn === null ? this.poolIdle : this.idleFn();
     let w = this.windows.get(group);
     if (w === undefined) {
@@ -125,9 +126,9 @@ export class MicroBatcher {
   }
 
   /** Queues one item and resolves with its result. One promise per call: not for the hot path. */
-  run(body: object, key?: string | null): Promise<BatchResult> {
+  run(body: object): Promise<BatchResult> {
     const c = new ResultCollector(1);
-    this.submit(body, c, 0, key);
+    this.submit(body, c, 0);
     return c.done.then(firstResult);
   }
 

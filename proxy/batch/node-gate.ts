@@ -13,8 +13,6 @@ import type { BatchTransport } from './batch-transport.js';
 export class NodeGate {
   /** Single-item calls in flight on this node. */
   running = 0; // calls
-  /** Items waiting. */
-  queued = 0; // items
   private head: BatchItem | null = null;
   private tail: BatchItem | null = null;
 
@@ -30,7 +28,6 @@ export class NodeGate {
     if (this.tail === null) this.head = item;
     else this.tail.nextQueued = item;
     this.tail = item;
-    this.queued++;
   }
 
   /** Removes the oldest item when a slot is free, else null. // HOT */
@@ -40,7 +37,6 @@ export class NodeGate {
     this.head = item.nextQueued;
     if (this.head === null) this.tail = null;
     item.nextQueued = null;
-    this.queued--;
     this.running++;
     return item;
   }

@@ -324,9 +324,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         this.fail(Errors.invalidRequest, 'the request body must be a JSON object');
         return;
       }
-      // The batcher answers through onBatchResult, exactly once.
-      batcher.submit(body, this, 0);
-      return;
+      // A stream is forwarded as it is: a micro-batch answers with whole bodies, which would hold
+      // the events back until the last one and send them as JSON.
+      if ((body as { stream?: unknown }).stream !== true) {
+        // The batcher answers through onBatchResult, exactly once.
+        batcher.submit(body, this, 0, this.body);
+        return;
+      }
     }
     const mirror = route.mirror;
     if (mirror !== null && Math.random() < mirror.share) {
@@ -334,7 +338,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         this.plan,
         mirror.pool,
         this,
-        this.host.stats.mirror(route.name),
+        mirror.stats,
         route.timeouts.ttfbMs,
         route.timeouts.idleMs,
       );
@@ -450,7 +454,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     }
     if (bit === 0) {
       recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
-      state.ttfb.add(ttfb);
+      // The pool's TTFB window only sets the hedging delay (enabling hedging starts a new window).
+      state.ttfb?.add(ttfb);
     }
     this.winner = att;
     if (att.hedge) state.hedgeWins++;

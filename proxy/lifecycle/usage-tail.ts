@@ -9,29 +9,32 @@ const TOTAL = /"total_tokens"\s*:\s*(\d+)/;
 const PROMPT = /"prompt_tokens"\s*:\s*(\d+)/;
 const COMPLETION = /"completion_tokens"\s*:\s*(\d+)/;
 
+/** `usageAt` found no `"usage"` in its chunk. */
+const NOT_FOUND = -2;
+
 /**
  * Total tokens of the last `"usage"` object found in the given chunks (oldest first; nulls
  * skipped), or -1 when there is none: `total_tokens`, else prompt + completion.
  */
 export function parseUsageTokens(a: Buffer | null, b: Buffer | null, c: Buffer | null): number {
-  // Look in the newest chunk first; decode only from the last "usage" on (usage is a small object
-  // near the end of a body or in the final event of a stream).
-  for (const [x, y] of [
-    [c, null],
-    [b, c],
-    [a, b],
-  ] as const) {
-    if (x === null) continue;
-    const at = x.lastIndexOf(USAGE);
-    if (at < 0) continue;
-    const rest =
-      x.toString('latin1', at) + (y === null ? '' : y.toString('latin1', 0, Math.min(y.length, 512)));
-    return usageIn(rest);
-  }
-  return -1;
+  // The newest chunk first: usage is a small object near the end of a body or in the final event
+  // of a stream.
+  let n = usageAt(c, null);
+  if (n === NOT_FOUND) n = usageAt(b, c);
+  if (n === NOT_FOUND) n = usageAt(a, b);
+  return n === NOT_FOUND ? -1 : n;
 }
 
-function usageIn(rest: string): number {
+/**
+ * The usage total read from the last `"usage"` in `x` on, continued into the start of `next` (the
+ * object may straddle two chunks); -1 when it holds no token count, NOT_FOUND without `"usage"`.
+ */
+function usageAt(x: Buffer | null, next: Buffer | null): number {
+  if (x === null) return NOT_FOUND;
+  const at = x.lastIndexOf(USAGE);
+  if (at < 0) return NOT_FOUND;
+  let rest = x.toString('latin1', at);
+  if (next !== null) rest += next.toString('latin1', 0, Math.min(next.length, 512));
   const total = TOTAL.exec(rest);
   if (total !== null) return Number(total[1]);
   const p = PROMPT.exec(rest);

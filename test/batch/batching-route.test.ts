@@ -1,10 +1,12 @@
 /**
  * Micro-batching on a route, end to end: a real Sluice in front of a real simulated node, many
  * concurrent single-input embedding requests coalesced into fewer upstream calls, each client
- * getting exactly its own result.
+ * getting exactly its own result; fanout items sent with the client's own bytes, and streaming
+ * requests kept out of micro-batches.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { decodeBase64Embedding, expectedEmbedding } from '../../loadtest/sim/outputs.js';
 import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
@@ -102,5 +104,43 @@ describe('micro-batching on a route', () => {
       const d = (await direct.json()) as { choices: { message: { content: string } }[] };
       assert.equal(answers[i]!.choices[0]!.message.content, d.choices[0]!.message.content);
     }
+  });
+
+  it('sends a fanout item upstream with the exact bytes the client sent', async () => {
+    await t?.close();
+    t = await startTestSluice(config(fleet.urls[0]!, 'fanout', '/debug/echo'));
+    // Spacing and a non-ASCII escape that serialising the parsed body again would change.
+    const body = '{ "model" : "m",\n  "input": "caf\\u00e9",  "n": 1.0 }';
+    const r = await fetch(`${t.url}/debug/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    assert.equal(r.status, 200);
+    const echo = (await r.json()) as { body_length: number; body_sha256: string };
+    assert.equal(echo.body_length, Buffer.byteLength(body));
+    assert.equal(echo.body_sha256, createHash('sha256').update(body).digest('hex'));
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+    assert.match(metrics, /sluice_batch_items_total\{route="batched"\} 1\n/);
+  });
+
+  it('streams a stream: true request on a batching route as SSE instead of holding it for a micro-batch', async () => {
+    await t?.close();
+    t = await startTestSluice(config(fleet.urls[0]!, 'fanout', '/v1/chat/completions'));
+    const r = await fetch(`${t.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'm',
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 4,
+      }),
+    });
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type') ?? '', /^text\/event-stream/);
+    assert.match(await r.text(), /data: \[DONE\]/);
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+    assert.match(metrics, /sluice_batch_items_total\{route="batched"\} 0\n/);
   });
 });

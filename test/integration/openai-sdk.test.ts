@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
+import { expectedChatText, expectedCompletionText, expectedEmbedding } from '../../loadtest/sim/outputs.js';
 import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 describe('openai SDK through Sluice', () => {
@@ -50,7 +50,11 @@ routes:
     });
     assert.equal(r.object, 'chat.completion');
     assert.equal(r.choices[0]?.message.role, 'assistant');
-    assert.ok((r.choices[0]?.message.content ?? '').length > 0);
+    assert.equal(
+      r.choices[0]?.message.content,
+      expectedChatText([{ role: 'user', content: 'Say hello' }], 8),
+      'the answer is the one the node derives from this prompt',
+    );
     assert.ok((r.usage?.completion_tokens ?? 0) > 0);
   });
 
@@ -88,7 +92,7 @@ routes:
       max_tokens: 5,
     });
     assert.equal(r.object, 'text_completion');
-    assert.ok((r.choices[0]?.text ?? '').length > 0);
+    assert.equal(r.choices[0]?.text, expectedCompletionText('Once upon a time', 5));
   });
 
   it('returns embeddings in input order that belong to their inputs', async () => {

@@ -7,7 +7,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, findNode, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const chat = (extra: Record<string, string> = {}, body: Record<string, unknown> = {}): RequestInit => ({
   method: 'POST',
@@ -201,6 +201,9 @@ describe('failure handling', () => {
     );
     assert.ok(ms < 1000, `hedged requests took ${ms.toFixed(0)} ms; the stall is 2000`);
     assert.ok(results.some((r) => r.route?.includes('hedge')));
+    // The losing attempts on the stalled node are cancelled, not left to run out the 2 s stall.
+    await waitFor(() => findNode(t!, a)!.inFlight === 0, 1000, 'the losing attempts to be cancelled');
+    assert.ok(performance.now() - started < 1500, 'losers cancelled before the stall ended');
     const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
     assert.match(metrics, /sluice_pool_hedge_wins_total\{pool="gpu"\} [1-9]/);
   });

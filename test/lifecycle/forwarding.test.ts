@@ -6,12 +6,19 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import type { SimNode } from '../../loadtest/sim/sim-node.js';
 import { RawConnection, rawRequest } from '../helpers/raw-http.js';
-import { LOOPBACK_HEAD, basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { freePort } from '../../loadtest/env/free-port.js';
+import {
+  LOOPBACK_HEAD,
+  basicConfig,
+  findNode,
+  startTestSluice,
+  waitFor,
+  type TestSluice,
+} from '../helpers/sluice.js';
 
 /** What `/debug/echo` on a simulated node returns. */
 interface Echo {
@@ -83,20 +90,11 @@ async function readSse(
 }
 
 /** A loopback port with nothing listening on it. */
-async function deadPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : 0;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 /** Sluice's own UpstreamNode for `url`. */
 function proxyNode(t: TestSluice, url: string): { inFlight: number; attempts: number; failures: number } {
-  const origin = new URL(url).origin;
-  for (const n of t.sluice.registry.all()) if (n.origin === origin) return n;
-  throw new Error(`Sluice has no node ${url}`);
+  const n = findNode(t, url);
+  if (n === undefined) throw new Error(`Sluice has no node ${url}`);
+  return n;
 }
 
 function servedCounts(nodes: readonly SimNode[]): number[] {
@@ -552,7 +550,7 @@ describe('dead nodes', () => {
 
   before(async () => {
     fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
-    dead = `http://127.0.0.1:${await deadPort()}`;
+    dead = `http://127.0.0.1:${await freePort()}`;
     t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: half-dead
     nodes:

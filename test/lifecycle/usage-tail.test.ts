@@ -1,0 +1,38 @@
+/**
+ * Reading the token usage a node reported from the last response chunks, as the session does to
+ * reconcile a tenant's token pre-debit: newest chunk first, a usage object cut across two chunks,
+ * and the fallbacks when counts are missing.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseUsageTokens } from '../../proxy/lifecycle/usage-tail.js';
+
+const b = (s: string): Buffer => Buffer.from(s, 'latin1');
+
+describe('usage tail', () => {
+  it('reads total_tokens from the newest chunk that holds a usage object', () => {
+    const older = b('data: {"usage":{"total_tokens":5}}\n\n');
+    const newest = b(
+      'data: {"choices":[],"usage":{"prompt_tokens":3,"total_tokens":12}}\n\ndata: [DONE]\n\n',
+    );
+    assert.equal(parseUsageTokens(older, null, newest), 12);
+  });
+
+  it('reads a usage object cut between two chunks', () => {
+    assert.equal(
+      parseUsageTokens(null, b('{"id":"x","usage":{"prompt_to'), b('kens":4,"total_tokens":9}}')),
+      9,
+    );
+    assert.equal(parseUsageTokens(b('{"usage":{"total_'), b('tokens":30}}'), b('\n')), 30);
+  });
+
+  it('adds prompt and completion tokens when total_tokens is absent', () => {
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"prompt_tokens":7,"completion_tokens":2}}')), 9);
+  });
+
+  it('answers -1 without a usage object, or when the newest one holds no count', () => {
+    assert.equal(parseUsageTokens(null, null, null), -1);
+    assert.equal(parseUsageTokens(b('{"a":1}'), b('data: x\n\n'), b('data: [DONE]\n\n')), -1);
+    assert.equal(parseUsageTokens(b('{"usage":{"total_tokens":5}}'), null, b('{"usage":null}')), -1);
+  });
+});
