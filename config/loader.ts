@@ -14,17 +14,12 @@ import type { SluiceConfig } from './types.js';
 import { hasPath, locatePath, type YamlSource } from './yaml-locate.js';
 import { parseYaml } from './yaml-parse.js';
 
-/** One problem in a config file. */
-export interface ConfigError {
+/**
+ * One problem in a config file. `line` and `col` point at the offending node: the key for unknown
+ * keys, the parent mapping for missing keys, else the value.
+ */
+export interface ConfigError extends LocatedIssue {
   file: string;
-  /** 1-based line of the offending node: the key for unknown keys, the parent mapping for missing keys, else the value. */
-  line: number;
-  /** 1-based column, same node as `line`. */
-  col: number;
-  /** YAML path like `pools[0].nodes[1].url`; '' for the root. */
-  path: string;
-  /** What was wrong and what was expected. */
-  message: string;
 }
 
 /**

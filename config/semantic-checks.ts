@@ -92,6 +92,16 @@ function checkAffinity(data: Json, issues: ConfigIssue[]): void {
   }
 }
 
+const NEEDS_ANONYMOUS =
+  'allow_anonymous needs anonymous_tenant: name the tenant that requests without a key are served as';
+
+/** A section with `store: redis` (rate limits, batch jobs) has its `redis` connection. */
+function checkRedisStore(section: unknown, path: ConfigPath, issues: ConfigIssue[]): void {
+  if (isRecord(section) && section['store'] === 'redis' && !isRecord(section['redis'])) {
+    issues.push({ path, anchor: 'value', message: 'store redis needs a redis section with its url' });
+  }
+}
+
 /** Tenant names are unique, the anonymous tenant exists, and what needs it is configured. */
 function checkTenants(data: Json, issues: ConfigIssue[]): void {
   const names = entries(data['tenants']).flatMap(([, t]) => text(t, 'name') ?? []);
@@ -105,43 +115,19 @@ function checkTenants(data: Json, issues: ConfigIssue[]): void {
   }
   for (const [index, route] of entries(data['routes'])) {
     if (route['allow_anonymous'] === true && anonymous === undefined) {
-      issues.push({
-        path: ['routes', index, 'allow_anonymous'],
-        anchor: 'value',
-        message:
-          'allow_anonymous needs anonymous_tenant: name the tenant that requests without a key are served as',
-      });
+      issues.push({ path: ['routes', index, 'allow_anonymous'], anchor: 'value', message: NEEDS_ANONYMOUS });
     }
   }
-  const limits = data['rate_limits'];
-  if (isRecord(limits) && limits['store'] === 'redis' && !isRecord(limits['redis'])) {
-    issues.push({
-      path: ['rate_limits'],
-      anchor: 'value',
-      message: 'store redis needs a redis section with its url',
-    });
-  }
+  checkRedisStore(data['rate_limits'], ['rate_limits'], issues);
 }
 
 /** The batch API: a Redis job store has its url; anonymous callers need the anonymous tenant. */
 function checkBatchApi(data: Json, issues: ConfigIssue[]): void {
   const api = data['batch_api'];
   if (!isRecord(api)) return;
-  const jobs = api['jobs'];
-  if (isRecord(jobs) && jobs['store'] === 'redis' && !isRecord(jobs['redis'])) {
-    issues.push({
-      path: ['batch_api', 'jobs'],
-      anchor: 'value',
-      message: 'store redis needs a redis section with its url',
-    });
-  }
+  checkRedisStore(api['jobs'], ['batch_api', 'jobs'], issues);
   if (api['allow_anonymous'] === true && text(data, 'anonymous_tenant') === undefined) {
-    issues.push({
-      path: ['batch_api', 'allow_anonymous'],
-      anchor: 'value',
-      message:
-        'allow_anonymous needs anonymous_tenant: name the tenant that requests without a key are served as',
-    });
+    issues.push({ path: ['batch_api', 'allow_anonymous'], anchor: 'value', message: NEEDS_ANONYMOUS });
   }
 }
 

@@ -10,7 +10,8 @@ import { Errors } from '../lifecycle/errors.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { Session } from '../lifecycle/session.js';
 import type { JobBackend, ListOptions } from '../jobs/job-backend.js';
-import { JobError, JobErrors } from '../jobs/job-errors.js';
+import type { CreateFileParams } from '../jobs/job-store.js';
+import { JobError, JobErrors, type JobErrorKind } from '../jobs/job-errors.js';
 import {
   hashIdempotentRequest,
   scopeIdempotencyKey,
@@ -39,6 +40,8 @@ interface CallContext {
   keepRunning: boolean;
   /** Id segment of `/v1/files/{id}` or `/v1/batches/{id}`, '' when none. */
   id: string;
+  /** The form of `POST /v1/files`, once read (the idempotency check reads it first). */
+  upload: CreateFileParams | null;
 }
 
 /** Counters since start, by outcome. */
@@ -65,22 +68,24 @@ const NOT_FOR_ITEMS = new Set([
 
 type Handler = (c: CallContext) => Promise<LocalReply>;
 
+/** The handlers of one path, by method. */
+type Methods = Readonly<Record<string, Handler>>;
+
 function json(status: number, value: unknown): LocalReply {
   return { status, headers: [...JSON_HEADERS], body: JSON.stringify(value) };
 }
 
+/** An OpenAI error reply for a catalogue entry (`JobErrors`, or the data plane's `Errors`). */
 function errorReply(
-  status: number,
-  type: string,
-  code: string,
+  kind: Pick<JobErrorKind, 'status' | 'type' | 'code'>,
   message: string,
   param: string | null = null,
   extra: string[] = [],
 ): LocalReply {
   return {
-    status,
+    status: kind.status,
     headers: [...JSON_HEADERS, ...extra],
-    body: JSON.stringify({ error: { message, type, param, code } }),
+    body: JSON.stringify({ error: { message, type: kind.type, param, code: kind.code } }),
   };
 }
 
@@ -119,23 +124,31 @@ export class BatchApi implements LocalEndpoints {
       tenant = table.authenticate(extractApiKey(s), cfg.allow_anonymous);
       if (!s.useTenant(tenant)) return;
     }
-    const resolved = this.resolve(s.method, s.path);
-    if (typeof resolved === 'string') {
-      const r = resolved.startsWith('allow:')
-        ? errorReply(
-            405,
-            'invalid_request_error',
-            'method_not_allowed',
-            `${s.method} is not allowed on ${s.path}; use ${resolved.slice(6)}`,
-            null,
-            ['allow', resolved.slice(6)],
-          )
-        : errorReply(404, 'invalid_request_error', 'route_not_found', `no endpoint ${s.method} ${s.path}`);
+    const parts = s.path.split('/'); // ['', 'v1', 'files', id?, 'content'?]
+    const methods = this.methodsOf(parts);
+    // Own keys only: a method named like an Object.prototype member is not a handler.
+    const handler = methods !== null && Object.hasOwn(methods, s.method) ? methods[s.method] : undefined;
+    if (handler === undefined) {
+      let r: LocalReply;
+      if (methods === null) r = errorReply(Errors.routeNotFound, `no endpoint ${s.method} ${s.path}`);
+      else {
+        const allow = Object.keys(methods).join(', ');
+        const message = `${s.method} is not allowed on ${s.path}; use ${allow}`;
+        r = errorReply(JobErrors.methodNotAllowed, message, null, ['allow', allow]);
+      }
       s.respond(r.status, r.headers, r.body);
       return;
     }
-    const c: CallContext = { s, cfg, owner: tenant?.name ?? '', tenant, keepRunning: false, id: resolved.id };
-    this.run(c, resolved.handler).then(
+    const c: CallContext = {
+      s,
+      cfg,
+      owner: tenant?.name ?? '',
+      tenant,
+      keepRunning: false,
+      upload: null,
+      id: parts[3] ?? '',
+    };
+    this.run(c, handler).then(
       (r) => s.respond(r.status, r.headers, r.body),
       (err: unknown) => {
         this.onStoreError(err);
@@ -151,15 +164,13 @@ export class BatchApi implements LocalEndpoints {
     if (key === undefined) return this.guard(c, handler);
     if (key === '' || key.length > MAX_KEY_LENGTH) {
       return errorReply(
-        400,
-        'invalid_request_error',
-        'invalid_idempotency_key',
+        JobErrors.invalidIdempotencyKey,
         `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`,
         'Idempotency-Key',
       );
     }
     const scoped = scopeIdempotencyKey(c.owner, s.method, s.path, key);
-    const hash = hashIdempotentRequest(s.method, s.path, s.body ?? Buffer.alloc(0));
+    const hash = await this.requestHash(c, handler);
     let begun;
     try {
       begun = await this.idempotency.begin(scoped, hash);
@@ -177,15 +188,12 @@ export class BatchApi implements LocalEndpoints {
     }
     if (begun.kind === 'conflict') {
       this.stats.conflicts++;
-      const message =
-        begun.reason === 'in-progress'
-          ? 'A request with this Idempotency-Key is still running; retry once it has finished.'
-          : 'This Idempotency-Key was already used with a different request body.';
+      const running = begun.reason === 'in-progress';
       return errorReply(
-        409,
-        'invalid_request_error',
-        begun.reason === 'in-progress' ? 'idempotency_key_in_progress' : 'idempotency_key_reused',
-        message,
+        running ? JobErrors.idempotencyKeyInProgress : JobErrors.idempotencyKeyReused,
+        running
+          ? 'A request with this Idempotency-Key is still running; retry once it has finished.'
+          : 'This Idempotency-Key was already used with a different request body.',
         'Idempotency-Key',
         ['x-should-retry', 'false'],
       );
@@ -213,6 +221,25 @@ export class BatchApi implements LocalEndpoints {
     return reply;
   }
 
+  /**
+   * What makes a retry "the same request" for `Idempotency-Key`: its bytes, except for an upload,
+   * whose multipart boundary a client picks anew for every attempt: there, the form's fields.
+   */
+  private async requestHash(c: CallContext, handler: Handler): Promise<string> {
+    const s = c.s;
+    if (handler === this.uploadFile) {
+      try {
+        const u = (c.upload = await readUpload(s.header('content-type'), s.body));
+        const fields = Buffer.from(`${u.purpose}\u0000${u.filename}\u0000`);
+        const content = typeof u.content === 'string' ? Buffer.from(u.content) : u.content;
+        return hashIdempotentRequest(s.method, s.path, Buffer.concat([fields, content]));
+      } catch {
+        // Not a readable form: the handler answers 400, and that answer is what a retry replays.
+      }
+    }
+    return hashIdempotentRequest(s.method, s.path, s.body ?? Buffer.alloc(0));
+  }
+
   /** Runs a handler; a `JobError` becomes its reply, any other failure of the store a 503. */
   private async guard(c: CallContext, handler: Handler): Promise<LocalReply> {
     try {
@@ -221,9 +248,7 @@ export class BatchApi implements LocalEndpoints {
       if (err instanceof JobError) {
         return { status: err.kind.status, headers: [...JSON_HEADERS], body: JSON.stringify(err.toBody()) };
       }
-      if (err instanceof SyncBatchInvalid) {
-        return errorReply(400, 'invalid_request_error', 'invalid_batch', err.message, err.param);
-      }
+      if (err instanceof SyncBatchInvalid) return errorReply(JobErrors.invalidBatch, err.message, err.param);
       return this.storeFailure(err);
     }
   }
@@ -232,38 +257,31 @@ export class BatchApi implements LocalEndpoints {
     this.stats.storeErrors++;
     this.onStoreError(err);
     return errorReply(
-      503,
-      'server_error',
-      'batch_store_unavailable',
+      JobErrors.storeUnavailable,
       `the batch store (${this.backend.kind}) is unavailable; retry shortly`,
       null,
       ['retry-after', '1'],
     );
   }
 
-  /** The handler for `method path`, or `allow:<methods>` (405) / `none` (404). */
-  private resolve(method: string, path: string): { handler: Handler; id: string } | string {
-    const parts = path.split('/'); // ['', 'v1', 'files', id?, 'content'?]
+  /** The handlers of the path split into `parts`, by method; null: no such endpoint (404). */
+  private methodsOf(parts: readonly string[]): Methods | null {
     const section = parts[2];
-    const id = parts[3] ?? '';
+    const id = parts[3];
     const tail = parts[4];
-    if (parts.length > 5 || (parts.length === 4 && id === '')) return 'none';
-    const pick = (table: Record<string, Handler>): { handler: Handler; id: string } | string => {
-      const h = table[method];
-      return h === undefined ? `allow:${Object.keys(table).join(', ')}` : { handler: h, id };
-    };
-    if (section === 'batch') return parts.length === 3 ? pick({ POST: this.syncBatch }) : 'none';
+    if (parts.length > 5 || id === '') return null;
+    if (section === 'batch') return id === undefined ? this.routes.sync : null;
     if (section === 'files') {
-      if (parts.length === 3) return pick({ POST: this.uploadFile, GET: this.listFiles });
-      if (tail === undefined) return pick({ GET: this.getFile, DELETE: this.deleteFile });
-      return tail === 'content' ? pick({ GET: this.fileContent }) : 'none';
+      if (id === undefined) return this.routes.files;
+      if (tail === undefined) return this.routes.file;
+      return tail === 'content' ? this.routes.fileContent : null;
     }
     if (section === 'batches') {
-      if (parts.length === 3) return pick({ POST: this.createBatch, GET: this.listBatches });
-      if (tail === undefined) return pick({ GET: this.getBatch });
-      return tail === 'cancel' ? pick({ POST: this.cancelBatch }) : 'none';
+      if (id === undefined) return this.routes.batches;
+      if (tail === undefined) return this.routes.oneBatch;
+      return tail === 'cancel' ? this.routes.cancel : null;
     }
-    return 'none';
+    return null;
   }
 
   // ---- handlers (arrow fields: resolved once per instance, not per request) ----
@@ -302,7 +320,7 @@ export class BatchApi implements LocalEndpoints {
   };
 
   private readonly uploadFile: Handler = async (c) => {
-    const upload = await readUpload(c.s.header('content-type'), c.s.body);
+    const upload = c.upload ?? (await readUpload(c.s.header('content-type'), c.s.body));
     const file = await this.backend.createFile(c.owner, upload);
     return json(200, file);
   };
@@ -324,37 +342,19 @@ export class BatchApi implements LocalEndpoints {
     const b = c.s.json();
     if (typeof b !== 'object' || b === null || Array.isArray(b)) {
       return errorReply(
-        400,
-        'invalid_request_error',
-        'invalid_request',
+        JobErrors.invalidRequest,
         'the body must be a JSON object with input_file_id, endpoint and completion_window',
       );
     }
     const body = b as Record<string, unknown>;
     for (const field of ['input_file_id', 'endpoint', 'completion_window'] as const) {
-      if (typeof body[field] !== 'string') {
-        return errorReply(
-          400,
-          'invalid_request_error',
-          'invalid_request',
-          `"${field}" must be a string`,
-          field,
-        );
-      }
+      if (typeof body[field] !== 'string')
+        return errorReply(JobErrors.invalidRequest, `"${field}" must be a string`, field);
     }
-    const endpoint = body['endpoint'] as string;
-    if (!c.cfg.endpoints.includes(endpoint)) {
-      return errorReply(
-        400,
-        'invalid_request_error',
-        'invalid_request',
-        `endpoint "${endpoint}" is not supported; use one of ${c.cfg.endpoints.join(', ')}`,
-        'endpoint',
-      );
-    }
+    // The backend checks the endpoint and window against the same `batch_api` settings.
     const batch = await this.backend.createBatch(c.owner, {
       input_file_id: body['input_file_id'] as string,
-      endpoint,
+      endpoint: body['endpoint'] as string,
       completion_window: body['completion_window'] as string,
       metadata: (body['metadata'] ?? null) as Record<string, string> | null,
     });
@@ -368,6 +368,17 @@ export class BatchApi implements LocalEndpoints {
 
   private readonly cancelBatch: Handler = async (c) =>
     json(200, await this.backend.cancelBatch(c.owner, c.id));
+
+  /** The method tables, built once (after the handler fields they name). */
+  private readonly routes = {
+    sync: { POST: this.syncBatch },
+    files: { POST: this.uploadFile, GET: this.listFiles },
+    file: { GET: this.getFile, DELETE: this.deleteFile },
+    fileContent: { GET: this.fileContent },
+    batches: { POST: this.createBatch, GET: this.listBatches },
+    oneBatch: { GET: this.getBatch },
+    cancel: { POST: this.cancelBatch },
+  } as const satisfies Record<string, Methods>;
 }
 
 /** `after` and `limit` from the query string; a limit outside 1..100 is a `JobError` (400). */

@@ -34,13 +34,13 @@ export interface BatchServiceContext {
 }
 
 /** `24h` → 86,400,000; `30m` → 1,800,000. */
-export function windowMs(window: string): number {
+function windowMs(window: string): number {
   const n = Number(window.slice(0, -1));
   return window.endsWith('h') ? n * 3_600_000 : n * 60_000;
 }
 
 /** The admission class of job items on `plan`: configured, else one below the lowest tenant's. */
-export function jobPriority(plan: Plan): number {
+function jobPriority(plan: Plan): number {
   const configured = plan.config.batch_api?.jobs.priority;
   if (configured !== undefined) return configured;
   let lowest = 0;

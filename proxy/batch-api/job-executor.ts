@@ -6,6 +6,7 @@
  * one of the item's attempts. It never touches the job database: the worker records results.
  */
 import { nowMs } from '../lifecycle/clock.js';
+import { Errors } from '../lifecycle/errors.js';
 import type { SessionHost } from '../lifecycle/session.js';
 import type { ItemExecutor } from '../jobs/job-worker.js';
 import type { ItemResult, JobItem } from '../jobs/job-types.js';
@@ -41,22 +42,18 @@ export class ProxyItemExecutor implements ItemExecutor {
   constructor(private readonly ctx: ExecutorContext) {}
 
   async execute(item: JobItem, signal: AbortSignal): Promise<ItemResult> {
-    const body = Buffer.from(JSON.stringify(item.body));
+    const body = Buffer.from(item.body);
     for (;;) {
       signal.throwIfAborted();
       const plan = this.ctx.plan();
       const table = plan.tenants.table;
       const tenant = table === null ? null : table.get(item.owner);
       if (table !== null && tenant === null) {
+        const kind = Errors.invalidApiKey;
+        const message = `the batch's tenant "${item.owner}" is no longer configured`;
         return {
-          status: 401,
-          body: {
-            error: {
-              message: `the batch's tenant "${item.owner}" is no longer configured`,
-              type: 'invalid_request_error',
-              code: 'invalid_api_key',
-            },
-          },
+          status: kind.status,
+          body: { error: { message, type: kind.type, param: null, code: kind.code } },
         };
       }
       const r = await this.once(plan, item, body, tenant, signal);

@@ -52,11 +52,8 @@ function finite(field: keyof CapacityInputs, label: string, v: number): void {
     throw new CapacityInputError(field, `${label} must be a finite number, got ${String(v)}`);
 }
 
-/**
- * Checks every input; throws `CapacityInputError` naming the first bad one. Called by
- * `recommendNodes`; exported so a caller can check arguments before doing anything else.
- */
-export function validateCapacityInputs(inputs: CapacityInputs): void {
+/** Checks every input; throws `CapacityInputError` naming the first bad one. */
+function validateCapacityInputs(inputs: CapacityInputs): void {
   finite('itemsPerSecond', 'items per second', inputs.itemsPerSecond);
   if (inputs.itemsPerSecond < 0)
     throw new CapacityInputError(

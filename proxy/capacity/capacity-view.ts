@@ -3,7 +3,7 @@
  * from. Shared by the admin API (which writes it) and `sluice capacity --admin` (which reads it);
  * it formats reports and computes nothing new.
  */
-import { formatFormula, recommendNodes } from './capacity-model.js';
+import { formatFormula } from './capacity-model.js';
 import type { PoolCapacityReport } from './pool-capacity.js';
 
 /** The formula every pool's `recommended_nodes` follows. */
@@ -61,8 +61,6 @@ export interface CapacityView {
 
 /** Builds one pool's view from its latest report. */
 export function poolCapacityView(r: PoolCapacityReport): PoolCapacityView {
-  const time = r.timePerItemMs;
-  const batch = r.batchSize;
   return {
     pool: r.pool,
     window_ms: r.windowMs,
@@ -93,17 +91,7 @@ export function poolCapacityView(r: PoolCapacityReport): PoolCapacityView {
     busy_nodes: r.busyNodes,
     utilisation_now: r.utilisationNow,
     recommended_nodes: r.recommendedNodes,
-    formula:
-      time !== null && batch !== null
-        ? formatFormula(
-            recommendNodes({
-              itemsPerSecond: r.itemsPerSecond,
-              timePerItemMs: time,
-              batchSize: batch,
-              targetUtilisation: r.targetUtilisation,
-            }),
-          )
-        : null,
+    formula: r.recommendation === null ? null : formatFormula(r.recommendation),
     note: r.note,
     sequence: r.sequence,
   };

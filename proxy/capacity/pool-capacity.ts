@@ -5,7 +5,7 @@
  * path already keeps; it never adds work to a request.
  */
 import type { CapacityConfig, PoolConfig } from '../../config/types.js';
-import { recommendNodes } from './capacity-model.js';
+import { recommendNodes, type CapacityRecommendation } from './capacity-model.js';
 import { CapacityCounters, CapacityWindow } from './capacity-window.js';
 
 /** Share of node capacity the fleet should use when the pool sets none. */
@@ -94,6 +94,8 @@ export interface PoolCapacityReport {
   utilisationNow: number | null; // ratio
   /** The formula's answer (0 without load). */
   recommendedNodes: number; // nodes
+  /** The formula applied to the figures above; null when an input is missing. */
+  recommendation: CapacityRecommendation | null;
   /** Why a figure is missing or approximate; null when all is measured. */
   note: string | null;
   /** Increases by one each time the report is recomputed (readers can tell two reads apart). */
@@ -270,6 +272,7 @@ export class PoolCapacityTracker {
       busyNodes: 0,
       utilisationNow: source.nodes.length > 0 ? 0 : null,
       recommendedNodes: 0,
+      recommendation: null,
       note: null,
       sequence,
     };
@@ -299,6 +302,7 @@ export class PoolCapacityTracker {
     base.busyNodes = rec.busyNodes;
     base.utilisationNow = rec.utilisationNow;
     base.recommendedNodes = rec.nodes;
+    base.recommendation = rec;
     return base;
   }
 

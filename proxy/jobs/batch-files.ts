@@ -1,12 +1,26 @@
 /**
  * Ends a batch and renders its output and error files. The files are views over the batch's items
  * (rendered in input order on every read), so a result is stored once, in `job_items`. Callers run
- * these inside their own transaction; nothing here opens one.
+ * these inside their own transaction; nothing here opens one. The ids, the line shape and the
+ * failures of cancelled and expired items are shared with the Redis backend.
  */
 
 import { randomBytes } from 'node:crypto';
+import type { ItemFailure } from './item-queue.js';
 import type { JobDb } from './job-db.js';
 import type { BatchStatus, OutputLine } from './job-types.js';
+
+/** The failure of an item its batch's cancel reached before the item ran. */
+export const CANCELLED_ITEM: ItemFailure = Object.freeze({
+  code: 'batch_cancelled',
+  message: 'the batch was cancelled before this request ran',
+});
+
+/** The failure of an item unfinished when its batch expired. */
+export const EXPIRED_ITEM: ItemFailure = Object.freeze({
+  code: 'batch_expired',
+  message: 'the batch expired before this request ran',
+});
 
 /** Which file of a batch. */
 export type BatchFileKind = 'output' | 'error';
@@ -25,21 +39,32 @@ export function newId(prefix: string): string {
   return prefix + randomBytes(12).toString('hex');
 }
 
-/** The line for one finished item; `response` is null when no HTTP response was obtained. */
-function lineOf(row: ItemRow): OutputLine {
+/**
+ * The output- or error-file line of the finished item `itemId`: `statusCode` null when no HTTP
+ * response was obtained, `errorCode` null when the item did not fail without one.
+ */
+export function outputLine(
+  itemId: number,
+  customId: string,
+  statusCode: number | null,
+  body: unknown,
+  errorCode: string | null,
+  errorMessage: string | null,
+): OutputLine {
   return {
-    id: `batch_req_${row.id}`,
-    custom_id: row.custom_id,
+    id: `batch_req_${itemId}`,
+    custom_id: customId,
     response:
-      row.status_code === null
+      statusCode === null
         ? null
-        : {
-            status_code: row.status_code,
-            request_id: `req_${row.id}`,
-            body: row.response === null ? null : (JSON.parse(row.response) as unknown),
-          },
-    error: row.error_code === null ? null : { code: row.error_code, message: row.error_message ?? '' },
+        : { status_code: statusCode, request_id: `req_${itemId}`, body: body ?? null },
+    error: errorCode === null ? null : { code: errorCode, message: errorMessage ?? '' },
   };
+}
+
+function lineOf(row: ItemRow): OutputLine {
+  const body = row.response === null ? null : (JSON.parse(row.response) as unknown);
+  return outputLine(row.id, row.custom_id, row.status_code, body, row.error_code, row.error_message);
 }
 
 /**
@@ -103,15 +128,14 @@ export function finishBatch(
 }
 
 /**
- * Marks every unfinished item of a batch failed with `code` (`batch_cancelled`, `batch_expired`),
+ * Marks every unfinished item of a batch failed with `failure` (`CANCELLED_ITEM`, `EXPIRED_ITEM`),
  * counting them in `request_counts.failed`. `leasedToo` also takes items a worker holds right now
  * (their late results are then discarded). `nowMs` is ms since the epoch. Call inside a transaction.
  */
 export function failUnfinishedItems(
   db: JobDb,
   batchId: string,
-  code: string,
-  message: string,
+  failure: ItemFailure,
   nowMs: number,
   leasedToo: boolean,
 ): number {
@@ -123,7 +147,7 @@ export function failUnfinishedItems(
       `UPDATE job_items SET state = 'done', outcome = 'failed', error_code = @code, error_message = @message,
          finished_at = @now, lease_owner = NULL WHERE batch_id = @batchId AND ${guard}`,
     )
-    .run({ batchId, code, message, now: nowMs });
+    .run({ batchId, code: failure.code, message: failure.message, now: nowMs });
   if (changes > 0)
     db.prepare('UPDATE job_batches SET failed = failed + ? WHERE id = ?').run(changes, batchId);
   return changes;

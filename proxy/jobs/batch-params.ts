@@ -8,6 +8,36 @@ import { JobError, JobErrors } from './job-errors.js';
 import type { CreateBatchParams, CreateFileParams } from './job-store.js';
 import type { BatchErrorEntry } from './job-types.js';
 
+/** What a backend accepts in `createFile` and `createBatch`: the options every backend takes. */
+export interface BatchRuleOptions {
+  /** Endpoints a batch may target. Default chat completions, completions, embeddings. */
+  endpoints?: readonly string[];
+  /** Accepted `completion_window` values and their length, ms. Default `{ '24h': 86,400,000 }`. */
+  completionWindows?: Readonly<Record<string, number>>;
+  /** Limits applied to uploaded JSONL. */
+  inputLimits?: BatchInputLimits;
+}
+
+/** `BatchRuleOptions` with the defaults applied, as the checks below read them. */
+export interface BatchRules {
+  endpoints: ReadonlySet<string>;
+  /** `completion_window` name → length, ms. */
+  windows: Readonly<Record<string, number>>;
+  limits: BatchInputLimits;
+}
+
+const DEFAULT_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'];
+const DEFAULT_WINDOWS: Readonly<Record<string, number>> = { '24h': 86_400_000 };
+
+/** The rules of `opts`, defaults filled in. Called once when a backend is created. */
+export function batchRules(opts: BatchRuleOptions): BatchRules {
+  return {
+    endpoints: new Set(opts.endpoints ?? DEFAULT_ENDPOINTS),
+    windows: opts.completionWindows ?? DEFAULT_WINDOWS,
+    limits: opts.inputLimits ?? {},
+  };
+}
+
 /**
  * Checks an upload: `purpose` must be `batch` and every JSONL line valid. Returns the content as
  * bytes; throws `JobError` (400) naming the field or the bad line.
@@ -34,14 +64,13 @@ export interface CheckedBatchParams {
 
 /**
  * Checks the arguments of a batch whose input file has kind `fileKind`: an uploaded file, an
- * endpoint in `endpoints`, a window in `windows` (name → ms), metadata mapping keys to strings.
- * Throws `JobError` (400) naming the field.
+ * endpoint and a window the rules accept, metadata mapping keys to strings. Throws `JobError` (400)
+ * naming the field.
  */
 export function checkBatchParams(
   params: CreateBatchParams,
   fileKind: string,
-  endpoints: ReadonlySet<string>,
-  windows: Readonly<Record<string, number>>,
+  rules: BatchRules,
 ): CheckedBatchParams {
   if (fileKind !== 'upload') {
     throw new JobError(
@@ -50,14 +79,14 @@ export function checkBatchParams(
       'input_file_id',
     );
   }
-  if (!endpoints.has(params.endpoint)) {
+  if (!rules.endpoints.has(params.endpoint)) {
     throw new JobError(
       JobErrors.invalidRequest,
-      `endpoint "${params.endpoint}" is not supported`,
+      `endpoint "${params.endpoint}" is not supported; use one of ${[...rules.endpoints].join(', ')}`,
       'endpoint',
     );
   }
-  const windowMs = windows[params.completion_window];
+  const windowMs = rules.windows[params.completion_window];
   if (windowMs === undefined) {
     throw new JobError(
       JobErrors.invalidRequest,

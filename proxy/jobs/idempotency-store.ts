@@ -6,7 +6,6 @@
  * instances; keys expire by Redis TTL) and in-memory. It never writes HTTP.
  */
 
-import { connectWithin } from './connect-within.js';
 import { createHash } from 'node:crypto';
 import type { JobDb } from './job-db.js';
 
@@ -239,8 +238,18 @@ export interface RedisIdempotencyOptions {
   connectTimeoutMs?: number;
 }
 
+/** A Lua script and the SHA-1 `EVALSHA` knows it by, computed once. */
+interface Script {
+  src: string;
+  sha: string;
+}
+
+function script(src: string): Script {
+  return { src, sha: createHash('sha1').update(src).digest('hex') };
+}
+
 /** ARGV: request hash, in-progress TTL ms. Returns `{'new'}`, `{'replay', response JSON}` or `{'conflict', reason}`. */
-const BEGIN_SCRIPT = `
+const BEGIN_SCRIPT = script(`
 local f = redis.call('HMGET', KEYS[1], 'h', 's', 'r')
 if f[1] then
   if f[1] ~= ARGV[1] then return { 'conflict', 'different-body' } end
@@ -250,23 +259,21 @@ end
 redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 'in-progress')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return { 'new' }
-`;
+`);
 
 /** ARGV: response JSON, TTL ms. Completes a claim still in progress. */
-const COMPLETE_SCRIPT = `
+const COMPLETE_SCRIPT = script(`
 if redis.call('HGET', KEYS[1], 's') ~= 'in-progress' then return 0 end
 redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
-`;
+`);
 
 /** Releases a claim still in progress. */
-const ABANDON_SCRIPT = `
+const ABANDON_SCRIPT = script(`
 if redis.call('HGET', KEYS[1], 's') ~= 'in-progress' then return 0 end
 return redis.call('DEL', KEYS[1])
-`;
-
-const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
+`);
 
 /**
  * Idempotency keys on a Redis server shared by Sluice instances: one hash per key (request hash,
@@ -317,15 +324,15 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return this.prefix + createHash('sha256').update(key).digest('hex');
   }
 
-  private async run<T>(script: string, key: string, args: string[]): Promise<T> {
+  private async run<T>(s: Script, key: string, args: string[]): Promise<T> {
     const tail = ['1', this.redisKey(key), ...args];
     const opts = { timeout: this.timeoutMs };
     try {
-      return await this.client.sendCommand<T>(['EVALSHA', sha1(script), ...tail], opts);
+      return await this.client.sendCommand<T>(['EVALSHA', s.sha, ...tail], opts);
     } catch (err) {
       // First use, or a restarted Redis: EVAL loads the script into its cache.
       if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
-      return this.client.sendCommand<T>(['EVAL', script, ...tail], opts);
+      return this.client.sendCommand<T>(['EVAL', s.src, ...tail], opts);
     }
   }
 }
@@ -350,28 +357,15 @@ export async function createRedisIdempotencyStore(
     return new RedisIdempotencyStore(opts.client, prefix, ttlMs, inProgressTtlMs, timeoutMs, async () => {});
   }
   if (opts.url === undefined) throw new Error('createRedisIdempotencyStore needs a client or a url');
-  const { createClient } = await import('redis');
-  const connectMs = opts.connectTimeoutMs ?? 5000;
-  const client = createClient({
+  const { closeRedisClient, openRedisClient } = await import('./redis-client.js');
+  // Errors surface as rejected calls.
+  const client = await openRedisClient({
     url: opts.url,
-    disableOfflineQueue: true,
-    socket: {
-      connectTimeout: connectMs,
-      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 16), 2000),
-    },
+    connectTimeoutMs: opts.connectTimeoutMs ?? 5000,
+    reconnectMaxDelayMs: 2000,
+    name: 'redis idempotency store',
   });
-  // Errors surface as rejected calls; the listener keeps them from crashing the process.
-  client.on('error', () => {});
-  const connected = await connectWithin(() => client.connect(), connectMs);
-  if (!connected) {
-    client.destroy();
-    throw new Error(`redis idempotency store: no connection within ${connectMs} ms`);
-  }
-  return new RedisIdempotencyStore(client, prefix, ttlMs, inProgressTtlMs, timeoutMs, async () => {
-    try {
-      await client.close();
-    } catch {
-      client.destroy();
-    }
-  });
+  return new RedisIdempotencyStore(client, prefix, ttlMs, inProgressTtlMs, timeoutMs, () =>
+    closeRedisClient(client),
+  );
 }

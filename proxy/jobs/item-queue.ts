@@ -5,7 +5,13 @@
  * transaction; it never executes anything.
  */
 
-import { failUnfinishedItems, finishBatch, unfinishedItems } from './batch-files.js';
+import {
+  CANCELLED_ITEM,
+  EXPIRED_ITEM,
+  failUnfinishedItems,
+  finishBatch,
+  unfinishedItems,
+} from './batch-files.js';
 import type { JobDb } from './job-db.js';
 import type { ItemResult, JobItem } from './job-types.js';
 
@@ -84,7 +90,7 @@ export class ItemQueue {
           customId: r.custom_id,
           method: r.method,
           url: r.url,
-          body: JSON.parse(r.body) as unknown,
+          body: r.body,
           attempts: r.attempts,
         }));
       })
@@ -157,14 +163,7 @@ export class ItemQueue {
           )
           .all(nowS) as { id: string }[];
         for (const { id } of overdue) {
-          failUnfinishedItems(
-            this.db,
-            id,
-            'batch_expired',
-            'the batch expired before this request ran',
-            now,
-            true,
-          );
+          failUnfinishedItems(this.db, id, EXPIRED_ITEM, now, true);
           finishBatch(this.db, id, 'expired', nowS);
           changed++;
         }
@@ -172,14 +171,7 @@ export class ItemQueue {
           .prepare("SELECT id FROM job_batches WHERE status = 'cancelling'")
           .all() as { id: string }[];
         for (const { id } of cancelling) {
-          failUnfinishedItems(
-            this.db,
-            id,
-            'batch_cancelled',
-            'the batch was cancelled before this request ran',
-            now,
-            false,
-          );
+          failUnfinishedItems(this.db, id, CANCELLED_ITEM, now, false);
           if (unfinishedItems(this.db, id) === 0) {
             finishBatch(this.db, id, 'cancelled', nowS);
             changed++;

@@ -1,6 +1,6 @@
 /**
- * The errors the batch-job and idempotency stores raise on purpose: each has a stable code, the HTTP
- * status the wiring should send and the OpenAI error `type`/`code`/`param`. Nothing here writes HTTP.
+ * The errors of the batch API and its stores: each has a stable code, the HTTP status the wiring
+ * should send and the OpenAI error `type`/`code`. Nothing here writes HTTP.
  */
 
 /** One kind of job error. */
@@ -27,6 +27,34 @@ export const JobErrors = {
   batchNotFound: kind('SLUICE_JOBS_BATCH_NOT_FOUND', 404, 'invalid_request_error', 'batch_not_found'),
   cannotCancel: kind('SLUICE_JOBS_CANNOT_CANCEL', 409, 'invalid_request_error', 'batch_not_cancellable'),
   fileInUse: kind('SLUICE_JOBS_FILE_IN_USE', 409, 'invalid_request_error', 'file_in_use'),
+  /** A `POST /v1/batch` body that is malformed as a whole. */
+  invalidBatch: kind('SLUICE_JOBS_INVALID_BATCH', 400, 'invalid_request_error', 'invalid_batch'),
+  methodNotAllowed: kind(
+    'SLUICE_JOBS_METHOD_NOT_ALLOWED',
+    405,
+    'invalid_request_error',
+    'method_not_allowed',
+  ),
+  invalidIdempotencyKey: kind(
+    'SLUICE_JOBS_IDEMPOTENCY_KEY_INVALID',
+    400,
+    'invalid_request_error',
+    'invalid_idempotency_key',
+  ),
+  idempotencyKeyReused: kind(
+    'SLUICE_JOBS_IDEMPOTENCY_KEY_REUSED',
+    409,
+    'invalid_request_error',
+    'idempotency_key_reused',
+  ),
+  idempotencyKeyInProgress: kind(
+    'SLUICE_JOBS_IDEMPOTENCY_KEY_IN_PROGRESS',
+    409,
+    'invalid_request_error',
+    'idempotency_key_in_progress',
+  ),
+  /** The job or idempotency store failed (disk, Redis down): retry shortly. */
+  storeUnavailable: kind('SLUICE_JOBS_STORE_UNAVAILABLE', 503, 'server_error', 'batch_store_unavailable'),
 } as const;
 
 /**

@@ -6,25 +6,34 @@
  * `item-queue.ts`.
  */
 
-import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
-import { checkBatchParams, endpointMismatches, checkUpload } from './batch-params.js';
-import { failUnfinishedItems, finishBatch, newId, renderBatchFile, unfinishedItems } from './batch-files.js';
+import { parseBatchInput } from './batch-input.js';
+import {
+  batchRules,
+  checkBatchParams,
+  checkUpload,
+  endpointMismatches,
+  type BatchRuleOptions,
+  type BatchRules,
+} from './batch-params.js';
+import {
+  CANCELLED_ITEM,
+  failUnfinishedItems,
+  finishBatch,
+  newId,
+  renderBatchFile,
+  unfinishedItems,
+} from './batch-files.js';
 import type { ListOptions } from './job-backend.js';
 import type { JobDb } from './job-db.js';
 import { JobError, JobErrors } from './job-errors.js';
-import { TERMINAL_STATUSES, type BatchErrorEntry, type BatchObject, type BatchStatus } from './job-types.js';
+import { TERMINAL_STATUSES, type BatchErrorEntry, type BatchObject } from './job-types.js';
 import type { FileObject, ListPage } from './job-types.js';
+import { pageSize, toPage } from './list-page.js';
 
-/** Options of a `JobStore`. */
-export interface JobStoreOptions {
+/** Options of a `JobStore`: the batch rules (endpoints, completion windows, input limits) and a clock. */
+export interface JobStoreOptions extends BatchRuleOptions {
   /** Wall clock, ms since the epoch. Default `Date.now`. */
   clock?: () => number;
-  /** Endpoints a batch may target. Default chat completions, completions, embeddings. */
-  endpoints?: readonly string[];
-  /** Accepted `completion_window` values and their length, ms. Default `{ '24h': 86,400,000 }`. */
-  completionWindows?: Readonly<Record<string, number>>;
-  /** Limits applied to uploaded JSONL. */
-  inputLimits?: BatchInputLimits;
 }
 
 /** Arguments of `createFile` (the multipart fields of `POST /v1/files`). */
@@ -43,31 +52,16 @@ export interface CreateBatchParams {
   metadata?: Record<string, string> | null;
 }
 
-interface BatchRow {
-  id: string;
+/** A `job_batches` row: the batch object's own columns, its JSON columns as text, and its counts flat. */
+type BatchRow = Omit<BatchObject, 'object' | 'errors' | 'metadata' | 'request_counts'> & {
   owner: string;
   seq: number;
-  endpoint: string;
-  input_file_id: string;
-  completion_window: string;
-  status: BatchStatus;
   errors: string | null;
   metadata: string | null;
-  output_file_id: string | null;
-  error_file_id: string | null;
   total: number;
   completed: number;
   failed: number;
-  created_at: number;
-  in_progress_at: number | null;
-  expires_at: number;
-  finalizing_at: number | null;
-  completed_at: number | null;
-  failed_at: number | null;
-  expired_at: number | null;
-  cancelling_at: number | null;
-  cancelled_at: number | null;
-}
+};
 
 interface FileRow {
   id: string;
@@ -81,8 +75,6 @@ interface FileRow {
   kind: 'upload' | 'output' | 'error';
 }
 
-const DEFAULT_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'];
-
 /** The columns of a file row without its content, for lists. */
 const FILE_COLUMNS = 'id, owner, purpose, filename, bytes, created_at, NULL AS content, batch_id, kind';
 
@@ -95,24 +87,6 @@ function toBatch(row: BatchRow): BatchObject {
     metadata: metadata === null ? null : (JSON.parse(metadata) as Record<string, string>),
     request_counts: { total, completed, failed },
   };
-}
-
-/** A cursor page from up to `limit + 1` rows fetched newest first. */
-function page<R, T extends { id: string }>(rows: R[], limit: number, map: (row: R) => T): ListPage<T> {
-  const data = rows.slice(0, limit).map(map);
-  return {
-    object: 'list',
-    data,
-    first_id: data[0]?.id ?? null,
-    last_id: data.at(-1)?.id ?? null,
-    has_more: rows.length > limit,
-  };
-}
-
-/** `limit` of a list call clamped to 1..100, default 20 (also for a limit that is not a number). */
-function pageSize(opts: ListOptions): number {
-  const limit = opts.limit !== undefined && Number.isFinite(opts.limit) ? opts.limit : 20;
-  return Math.min(100, Math.max(1, Math.floor(limit)));
 }
 
 function toFile(row: FileRow): FileObject {
@@ -139,23 +113,19 @@ function toFile(row: FileRow): FileObject {
  */
 export class JobStore {
   private readonly clock: () => number;
-  private readonly endpoints: ReadonlySet<string>;
-  private readonly windows: Readonly<Record<string, number>>;
-  private readonly limits: BatchInputLimits;
+  private readonly rules: BatchRules;
 
   constructor(
     readonly db: JobDb,
     opts: JobStoreOptions = {},
   ) {
     this.clock = opts.clock ?? Date.now;
-    this.endpoints = new Set(opts.endpoints ?? DEFAULT_ENDPOINTS);
-    this.windows = opts.completionWindows ?? { '24h': 86_400_000 };
-    this.limits = opts.inputLimits ?? {};
+    this.rules = batchRules(opts);
   }
 
   /** Stores an uploaded batch input file after validating every line; throws `JobError` naming the bad line. */
   createFile(owner: string, params: CreateFileParams): FileObject {
-    const content = checkUpload(params, this.limits);
+    const content = checkUpload(params, this.rules.limits);
     const id = newId('file-');
     this.db
       .prepare(
@@ -187,7 +157,7 @@ export class JobStore {
             )
             .all(owner, opts.after, owner, limit + 1)
     ) as FileRow[];
-    return page(rows, limit, toFile);
+    return toPage(rows.map(toFile), limit);
   }
 
   /**
@@ -220,21 +190,18 @@ export class JobStore {
     return { id, object: 'file', deleted: true };
   }
 
-  /** The content of a file, line by line (without newlines): uploads as stored, output and error files in input order. */
-  *fileLines(owner: string, id: string): IterableIterator<string> {
-    const row = this.fileRow(owner, id);
-    if (row.kind === 'upload') {
-      for (const line of (row.content ?? Buffer.alloc(0)).toString('utf8').split('\n'))
-        if (line !== '') yield line;
-      return;
-    }
-    yield* renderBatchFile(this.db, row.batch_id ?? '', row.kind);
-  }
-
-  /** The whole content of a file (`GET /v1/files/{id}/content`), each line ending in `\n`. */
+  /**
+   * The whole content of a file (`GET /v1/files/{id}/content`), each line ending in `\n`: uploads
+   * as stored (blank lines left out), output and error files in input order.
+   */
   fileContent(owner: string, id: string): string {
+    const row = this.fileRow(owner, id);
+    const lines =
+      row.kind === 'upload'
+        ? (row.content ?? Buffer.alloc(0)).toString('utf8').split('\n')
+        : renderBatchFile(this.db, row.batch_id ?? '', row.kind);
     let out = '';
-    for (const line of this.fileLines(owner, id)) out += line + '\n';
+    for (const line of lines) if (line !== '') out += line + '\n';
     return out;
   }
 
@@ -247,8 +214,8 @@ export class JobStore {
    */
   createBatch(owner: string, params: CreateBatchParams): BatchObject {
     const file = this.fileRow(owner, params.input_file_id);
-    const { windowMs, metadata } = checkBatchParams(params, file.kind, this.endpoints, this.windows);
-    const lines = parseBatchInput((file.content ?? Buffer.alloc(0)).toString('utf8'), this.limits);
+    const { windowMs, metadata } = checkBatchParams(params, file.kind, this.rules);
+    const lines = parseBatchInput((file.content ?? Buffer.alloc(0)).toString('utf8'), this.rules.limits);
     const errors = endpointMismatches(lines, params.endpoint);
     const id = newId('batch_');
     const nowMs = this.clock();
@@ -315,7 +282,7 @@ export class JobStore {
             )
             .all(owner, opts.after, owner, limit + 1)
     ) as BatchRow[];
-    return page(rows, limit, toBatch);
+    return toPage(rows.map(toBatch), limit);
   }
 
   /**
@@ -341,14 +308,7 @@ export class JobStore {
         this.db
           .prepare("UPDATE job_batches SET status = 'cancelling', cancelling_at = ? WHERE id = ?")
           .run(nowS, id);
-        failUnfinishedItems(
-          this.db,
-          id,
-          'batch_cancelled',
-          'the batch was cancelled before this request ran',
-          nowMs,
-          false,
-        );
+        failUnfinishedItems(this.db, id, CANCELLED_ITEM, nowMs, false);
         if (unfinishedItems(this.db, id) === 0) finishBatch(this.db, id, 'cancelled', nowS);
       })
       .immediate();

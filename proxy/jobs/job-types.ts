@@ -108,8 +108,8 @@ export interface JobItem {
   method: string;
   /** Path of the endpoint, e.g. `/v1/embeddings`. */
   url: string;
-  /** The parsed request body. */
-  body: unknown;
+  /** The request body as JSON text: the executor forwards it as is. */
+  body: string;
   /** How many times the item has been claimed, this claim included. */
   attempts: number;
 }

@@ -7,6 +7,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
+import { Bucket, BucketUnit, msUntil, refill } from '../ratelimit/token-bucket.js';
 import type { JobBackend } from './job-backend.js';
 import type { ItemResult, JobItem } from './job-types.js';
 
@@ -72,7 +73,8 @@ function retryable(status: number): boolean {
 export class JobWorker {
   readonly stats: JobWorkerStats = { started: 0, recorded: 0, duplicates: 0, retried: 0 };
   private readonly concurrency: number;
-  private readonly rate: number; // items/s
+  /** Item starts, capacity `concurrency`; null when the start rate is unlimited. */
+  private readonly starts: Bucket | null;
   private readonly leaseMs: number;
   private readonly pollMs: number;
   private readonly maxAttempts: number;
@@ -82,8 +84,6 @@ export class JobWorker {
   private readonly onError: (err: unknown) => void;
   private readonly stopper = new AbortController();
   private readonly running = new Set<Promise<void>>();
-  private tokens: number; // rate-bucket tokens
-  private refilledAt: number; // ms since the epoch
   private loop: Promise<void> | null = null;
   private wake: (() => void) | null = null;
   private woken = false; // a wake-up came while the loop was not sleeping
@@ -96,15 +96,16 @@ export class JobWorker {
   ) {
     this.clock = opts.clock ?? Date.now;
     this.concurrency = Math.max(1, opts.concurrency ?? 4);
-    this.rate = opts.ratePerSecond ?? Infinity;
+    const rate = opts.ratePerSecond ?? Infinity; // items/s
+    this.starts = Number.isFinite(rate)
+      ? new Bucket('job-starts', BucketUnit.requests, this.concurrency, rate / 1000, this.clock())
+      : null;
     this.leaseMs = opts.leaseMs ?? 300_000;
     this.pollMs = opts.pollMs ?? 500;
     this.maxAttempts = Math.max(1, opts.maxAttempts ?? 3);
     this.retryBaseMs = opts.retryBaseMs ?? 1000;
     this.workerId = opts.workerId ?? `worker-${randomBytes(6).toString('hex')}`;
     this.onError = opts.onError ?? (() => {});
-    this.tokens = this.concurrency;
-    this.refilledAt = this.clock();
   }
 
   /** Starts claiming and executing items. Calling it twice is a no-op. */
@@ -155,14 +156,14 @@ export class JobWorker {
       // Wait for a slot, a rate token or the poll tick, whichever comes first.
       let waitMs = this.pollMs;
       if (items.length > 0 && this.running.size < this.concurrency) waitMs = 0;
-      if (this.tokens < 1 && Number.isFinite(this.rate))
-        waitMs = Math.min(waitMs, Math.ceil((1 - this.tokens) * (1000 / this.rate)));
+      if (this.starts !== null && this.starts.level < 1)
+        waitMs = Math.min(waitMs, Math.ceil(msUntil(this.starts.level, 1, this.starts.ratePerMs)));
       await this.sleep(waitMs);
     }
   }
 
   private launch(item: JobItem): void {
-    this.tokens -= 1;
+    if (this.starts !== null) this.starts.level -= 1;
     this.stats.started++;
     const p = this.execute(item).finally(() => {
       this.running.delete(p);
@@ -207,11 +208,9 @@ export class JobWorker {
   }
 
   private availableTokens(): number {
-    if (!Number.isFinite(this.rate)) return this.concurrency;
-    const now = this.clock();
-    this.tokens = Math.min(this.concurrency, this.tokens + ((now - this.refilledAt) * this.rate) / 1000);
-    this.refilledAt = now;
-    return Math.floor(this.tokens);
+    if (this.starts === null) return this.concurrency;
+    refill(this.starts, this.clock());
+    return Math.floor(this.starts.level);
   }
 
   /** Runs a backend step; a failure is reported and yields undefined (the lease expiry is the recovery). */

@@ -17,7 +17,7 @@
  * leases and retry delays by that much.
  */
 
-import type { BatchInputLimits } from './batch-input.js';
+import { batchRules, type BatchRuleOptions } from './batch-params.js';
 import type { ItemFailure, RecordOutcome } from './item-queue.js';
 import type { JobBackend, ListOptions } from './job-backend.js';
 import type { CreateBatchParams, CreateFileParams } from './job-store.js';
@@ -34,18 +34,10 @@ import { BACKLOG, CLAIM, POISON, PRUNE_CONSUMERS, RECORD, RETRY_LATER } from './
 import { encodeFailure, encodeResult } from './redis-job-results.js';
 
 /** Options of `createRedisJobBackend` (YAML: `jobs.redis`): the connection plus the batch rules. */
-export interface RedisJobBackendOptions extends RedisJobConnectionOptions {
-  /** Endpoints a batch may target. Default chat completions, completions, embeddings. */
-  endpoints?: readonly string[];
-  /** Accepted `completion_window` values and their length, ms. Default `{ '24h': 86,400,000 }`. */
-  completionWindows?: Readonly<Record<string, number>>;
-  /** Limits applied to uploaded JSONL. */
-  inputLimits?: BatchInputLimits;
+export interface RedisJobBackendOptions extends RedisJobConnectionOptions, BatchRuleOptions {
   /** Items per write or script step: a big batch is stored, cancelled or expired in steps of this size. Default 1000. */
   chunkSize?: number;
 }
-
-const DEFAULT_ENDPOINTS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'];
 /** How often a backend prunes idle consumers from the group, ms. */
 const PRUNE_EVERY_MS = 60_000;
 /** A consumer with nothing pending and idle this long is a worker gone for good, ms. */
@@ -77,18 +69,9 @@ export class RedisJobBackend implements JobBackend {
     opts: Omit<RedisJobBackendOptions, keyof RedisJobConnectionOptions> = {},
   ) {
     const chunk = Math.max(1, Math.floor(opts.chunkSize ?? 1000));
-    const limits = opts.inputLimits ?? {};
-    this.files = new RedisJobFiles(conn, limits, chunk);
-    this.batches = new RedisJobBatches(
-      conn,
-      this.files,
-      {
-        endpoints: new Set(opts.endpoints ?? DEFAULT_ENDPOINTS),
-        windows: opts.completionWindows ?? { '24h': 86_400_000 },
-        limits,
-      },
-      chunk,
-    );
+    const rules = batchRules(opts);
+    this.files = new RedisJobFiles(conn, rules.limits, chunk);
+    this.batches = new RedisJobBatches(conn, this.files, rules, chunk);
   }
 
   // ---- client side ----
@@ -152,7 +135,7 @@ export class RedisJobBackend implements JobBackend {
         customId,
         method,
         url,
-        body,
+        body: JSON.stringify(body),
         attempts: Number(attempts),
       };
     });

@@ -5,9 +5,9 @@
  * Every call is scoped to an owner. It never claims or records items.
  */
 
-import { newId } from './batch-files.js';
-import { checkBatchParams, endpointMismatches } from './batch-params.js';
-import { parseBatchInput, type BatchInputLimits } from './batch-input.js';
+import { CANCELLED_ITEM, EXPIRED_ITEM, newId } from './batch-files.js';
+import { checkBatchParams, endpointMismatches, type BatchRules } from './batch-params.js';
+import { parseBatchInput } from './batch-input.js';
 import type { ListOptions } from './job-backend.js';
 import { JobError, JobErrors } from './job-errors.js';
 import type { CreateBatchParams } from './job-store.js';
@@ -15,17 +15,8 @@ import type { BatchErrorEntry, BatchObject, BatchStatus, ListPage } from './job-
 import { CANCEL, COMMIT_BATCH, END_BATCH, FAIL_RANGE, FEED } from './redis-job-batch-scripts.js';
 import type { RedisJobConnection } from './redis-job-connection.js';
 import type { RedisJobFiles } from './redis-job-files.js';
-import { pageIds, pageSize, toPage } from './redis-job-lists.js';
-
-/** Validation settings of batch creation (those of `JobStoreOptions`). */
-export interface RedisBatchRules {
-  /** Endpoints a batch may target. */
-  endpoints: ReadonlySet<string>;
-  /** Accepted `completion_window` values and their length, ms. */
-  windows: Readonly<Record<string, number>>;
-  /** Limits applied to the input file. */
-  limits: BatchInputLimits;
-}
+import { pageSize, toPage } from './list-page.js';
+import { pageIds } from './redis-job-lists.js';
 
 /** Staged items that no commit claimed expire after this long, ms. */
 const STAGING_TTL_MS = 86_400_000;
@@ -76,19 +67,14 @@ export class RedisJobBatches {
   constructor(
     private readonly conn: RedisJobConnection,
     private readonly files: RedisJobFiles,
-    private readonly rules: RedisBatchRules,
+    private readonly rules: BatchRules,
     private readonly chunk: number,
   ) {}
 
   /** See `JobBackend.createBatch`. */
   async create(owner: string, params: CreateBatchParams): Promise<BatchObject> {
     const file = await this.files.fields(owner, params.input_file_id);
-    const { windowMs, metadata } = checkBatchParams(
-      params,
-      file.kind,
-      this.rules.endpoints,
-      this.rules.windows,
-    );
+    const { windowMs, metadata } = checkBatchParams(params, file.kind, this.rules);
     const lines = parseBatchInput(await this.files.uploadText(file.id), this.rules.limits);
     const errors = endpointMismatches(lines, params.endpoint);
     const id = newId('batch_');
@@ -176,18 +162,15 @@ export class RedisJobBatches {
    */
   async failUnfinished(id: string, mode: 'cancel' | 'expire'): Promise<void> {
     const total = Number(await this.conn.send<string | null>(['HGET', this.conn.keys.batch(id), 'total']));
-    const [code, message] =
-      mode === 'cancel'
-        ? ['batch_cancelled', 'the batch was cancelled before this request ran']
-        : ['batch_expired', 'the batch expired before this request ran'];
+    const failure = mode === 'cancel' ? CANCELLED_ITEM : EXPIRED_ITEM;
     for (let from = 0; from < total; from += this.chunk) {
       const n = await this.conn.run<number>(FAIL_RANGE, [
         id,
         String(from),
         String(from + this.chunk),
         mode,
-        code,
-        message,
+        failure.code,
+        failure.message,
       ]);
       if (n < 0) return;
     }

@@ -4,9 +4,8 @@
  * prefix and the clock the scripts receive, and nothing about batches.
  */
 
-import { connectWithin } from './connect-within.js';
-import { createClient } from 'redis';
 import type { Logger } from '../runtime/logger.js';
+import { closeRedisClient, openRedisClient, type RedisClient } from './redis-client.js';
 import type { LuaScript } from './redis-job-lua.js';
 import { JOB_GROUP, RedisJobKeys } from './redis-job-keys.js';
 
@@ -28,30 +27,6 @@ export interface RedisJobConnectionOptions {
   logger?: Logger;
 }
 
-/** A client that fails calls at once while disconnected and reconnects with capped backoff. */
-function newClient(url: string, connectMs: number, maxDelayMs: number) {
-  return createClient({
-    url,
-    // A call while disconnected fails at once (503) instead of waiting for the reconnect.
-    disableOfflineQueue: true,
-    socket: {
-      connectTimeout: connectMs,
-      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 16), maxDelayMs),
-    },
-  });
-}
-
-type Client = ReturnType<typeof newClient>;
-
-/** `host:port` of a Redis URL, for messages (never the credentials). */
-function redisHost(url: string): string {
-  try {
-    return new URL(url).host;
-  } catch {
-    return 'redis';
-  }
-}
-
 function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
@@ -61,7 +36,7 @@ export class RedisJobConnection {
   private closed = false;
 
   constructor(
-    private readonly client: Client,
+    private readonly client: RedisClient,
     readonly keys: RedisJobKeys,
     readonly clock: () => number,
     private readonly timeoutMs: number,
@@ -90,11 +65,7 @@ export class RedisJobConnection {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    try {
-      await this.client.close();
-    } catch {
-      this.client.destroy();
-    }
+    await closeRedisClient(this.client);
   }
 }
 
@@ -103,24 +74,23 @@ export class RedisJobConnection {
  * startup); afterwards the client reconnects by itself and logs each loss and recovery once.
  */
 export async function connectRedisJobs(opts: RedisJobConnectionOptions): Promise<RedisJobConnection> {
-  const connectMs = opts.connectTimeoutMs ?? 5000;
-  const client = newClient(opts.url, connectMs, opts.reconnectMaxDelayMs ?? 2000);
   let healthy = true;
-  client.on('error', (err: unknown) => {
-    if (!healthy) return;
-    healthy = false;
-    opts.logger?.warn(`jobs: redis unavailable (${err instanceof Error ? err.message : String(err)})`);
+  const client = await openRedisClient({
+    url: opts.url,
+    connectTimeoutMs: opts.connectTimeoutMs ?? 5000,
+    reconnectMaxDelayMs: opts.reconnectMaxDelayMs ?? 2000,
+    name: 'redis job backend',
+    onError: (err) => {
+      if (!healthy) return;
+      healthy = false;
+      opts.logger?.warn(`jobs: redis unavailable (${err instanceof Error ? err.message : String(err)})`);
+    },
+    onReady: () => {
+      if (healthy) return;
+      healthy = true;
+      opts.logger?.info('jobs: redis available again');
+    },
   });
-  client.on('ready', () => {
-    if (healthy) return;
-    healthy = true;
-    opts.logger?.info('jobs: redis available again');
-  });
-  const connected = await connectWithin(() => client.connect(), connectMs);
-  if (!connected) {
-    client.destroy();
-    throw new Error(`redis job backend: no connection to ${redisHost(opts.url)} within ${connectMs} ms`);
-  }
   return new RedisJobConnection(
     client,
     new RedisJobKeys(opts.prefix ?? 'sluice:jobs:'),

@@ -14,7 +14,8 @@ import type { CreateFileParams } from './job-store.js';
 import type { FileObject, ListPage } from './job-types.js';
 import { CREATE_FILE, DELETE_FILE, FILE_BYTES } from './redis-job-batch-scripts.js';
 import type { RedisJobConnection } from './redis-job-connection.js';
-import { pageIds, pageSize, toPage } from './redis-job-lists.js';
+import { pageSize, toPage } from './list-page.js';
+import { pageIds } from './redis-job-lists.js';
 import { renderResultLines } from './redis-job-results.js';
 
 const FILE_FIELDS = ['id', 'owner', 'purpose', 'filename', 'bytes', 'created_at', 'kind', 'batch_id'];

@@ -5,8 +5,9 @@
  * function it is given and never writes.
  */
 
+import { outputLine } from './batch-files.js';
 import type { ItemFailure } from './item-queue.js';
-import type { ItemResult, OutputLine } from './job-types.js';
+import type { ItemResult } from './job-types.js';
 
 /** A stored result: `o` outcome, `s` HTTP status, `b` response body, `c`/`m` error code and message. */
 interface StoredResult {
@@ -28,19 +29,6 @@ export function encodeResult(result: ItemResult): { outcome: 'completed' | 'fail
 export function encodeFailure(failure: ItemFailure): { outcome: 'failed'; json: string } {
   const stored: StoredResult = { o: 'failed', c: failure.code, m: failure.message };
   return { outcome: 'failed', json: JSON.stringify(stored) };
-}
-
-/** The output-file line of item `itemId`; `response` is null when no HTTP response was obtained. */
-function lineOf(itemId: number, customId: string, r: StoredResult): OutputLine {
-  return {
-    id: `batch_req_${itemId}`,
-    custom_id: customId,
-    response:
-      r.s === undefined || r.s === null
-        ? null
-        : { status_code: r.s, request_id: `req_${itemId}`, body: r.b ?? null },
-    error: r.c === undefined || r.c === null ? null : { code: r.c, message: r.m ?? '' },
-  };
 }
 
 /** Reads Redis: one command, its reply. */
@@ -88,7 +76,15 @@ export async function renderResultLines(
       if (raw === null || raw === undefined) continue;
       const stored = JSON.parse(raw) as StoredResult;
       if (stored.o !== want) continue;
-      lines.push(JSON.stringify(lineOf(target.firstItem + index, customIds[j] ?? '', stored)));
+      const line = outputLine(
+        target.firstItem + index,
+        customIds[j] ?? '',
+        stored.s ?? null,
+        stored.b,
+        stored.c ?? null,
+        stored.m ?? null,
+      );
+      lines.push(JSON.stringify(line));
     }
   }
   return lines;

@@ -25,7 +25,7 @@ export type SqliteJobBackendOptions = JobStoreOptions;
  */
 export class SqliteJobBackend implements JobBackend {
   readonly kind = 'sqlite';
-  /** The synchronous store behind the client-side calls, for callers that stream a file's lines. */
+  /** The synchronous store behind the client-side calls, for callers that need no promise (tests). */
   readonly store: JobStore;
   private readonly queue: ItemQueue;
 

@@ -6,21 +6,12 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 function config(node: string, admission: string, jobs: string): string {
-  return `${LOOPBACK_HEAD}pools:
-  - name: gpu
-    nodes:
-      - url: ${node}
-    admission: { ${admission} }
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-batch_api:
-  jobs: { ${jobs} }
-`;
+  return basicConfig([node], `batch_api:\n  jobs: { ${jobs} }\n`, {
+    pool: `    admission: { ${admission} }`,
+  });
 }
 
 async function createBatch(url: string, inputs: string[]): Promise<string> {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import OpenAI, { toFile } from 'openai';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const DIM = 64; // embedding_dim of the `fast` profile
 
@@ -47,22 +47,19 @@ describe('batch jobs through the openai SDK', () => {
     process.env['JOBS_ACME_KEY'] = 'sk-acme-jobs';
     process.env['JOBS_GLOBEX_KEY'] = 'sk-globex-jobs';
     fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
-    proxy = await startTestSluice(`${LOOPBACK_HEAD}pools:
-  - name: gpu
-    nodes:
-${fleet.urls.map((u) => `      - url: ${u}`).join('\n')}
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-tenants:
+    proxy = await startTestSluice(
+      basicConfig(
+        fleet.urls,
+        `tenants:
   - name: acme
     keys: [{ env: JOBS_ACME_KEY }]
   - name: globex
     keys: [{ env: JOBS_GLOBEX_KEY }]
 batch_api:
   jobs: { concurrency: 4, poll_ms: 20 }
-`);
+`,
+      ),
+    );
     acme = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: 'sk-acme-jobs', maxRetries: 0 });
     globex = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: 'sk-globex-jobs', maxRetries: 0 });
   });

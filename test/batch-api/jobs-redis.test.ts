@@ -8,28 +8,23 @@ import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
-import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const DIM = 64; // embedding_dim of the `fast` profile
 const ITEMS = 300;
 
-function config(node: readonly string[], redisUrl: string): string {
-  return `${LOOPBACK_HEAD}pools:
-  - name: gpu
-    nodes:
-${node.map((u) => `      - url: ${u}`).join('\n')}
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-batch_api:
+function config(nodes: readonly string[], redisUrl: string): string {
+  return basicConfig(
+    nodes,
+    `batch_api:
   jobs:
     store: redis
     redis: { url: ${redisUrl} }
     concurrency: 8
     poll_ms: 20
     lease_ms: 5000
-`;
+`,
+  );
 }
 
 describe('batch API on a shared Redis queue', () => {
@@ -117,5 +112,42 @@ describe('batch API on a shared Redis queue', () => {
     const recordedB = b.sluice.batch!.worker.stats.recorded;
     assert.equal(recordedA + recordedB, ITEMS);
     assert.ok(recordedA > 0 && recordedB > 0, `both instances worked (${recordedA} + ${recordedB})`);
+  });
+
+  // Last in the file: the restarted test server is empty.
+  it('answers 503 batch_store_unavailable with retry-after while Redis is down, and serves again after', async () => {
+    await redis.stop();
+    try {
+      const list = await fetch(`${a.url}/v1/batches`);
+      assert.equal(list.status, 503);
+      assert.equal(list.headers.get('retry-after'), '1');
+      assert.equal(
+        ((await list.json()) as { error: { code: string } }).error.code,
+        'batch_store_unavailable',
+      );
+      // With a key the idempotency store, on the same Redis, is the first call to fail.
+      const create = await fetch(`${a.url}/v1/batches`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'while-down' },
+        body: JSON.stringify({
+          input_file_id: 'file-x',
+          endpoint: '/v1/embeddings',
+          completion_window: '24h',
+        }),
+      });
+      assert.equal(create.status, 503);
+      assert.equal(
+        ((await create.json()) as { error: { code: string } }).error.code,
+        'batch_store_unavailable',
+      );
+      assert.equal(a.sluice.batch!.api.stats.storeErrors, 2);
+    } finally {
+      await redis.start();
+    }
+    await waitFor(
+      async () => (await fetch(`${a.url}/v1/batches`)).status === 200,
+      10_000,
+      'the batch API to answer again',
+    );
   });
 });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { basicConfig, LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const DIM = 64; // embedding_dim of the `fast` profile
 
@@ -31,17 +31,7 @@ interface BatchResult {
 }
 
 function config(nodes: readonly string[], extra = '', sync = 'max_items: 50'): string {
-  return `${LOOPBACK_HEAD}pools:
-  - name: gpu
-    nodes:
-${nodes.map((u) => `      - url: ${u}`).join('\n')}
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-batch_api:
-  sync: { ${sync} }
-${extra}`;
+  return basicConfig(nodes, `batch_api:\n  sync: { ${sync} }\n${extra}`);
 }
 
 async function post(
@@ -225,6 +215,13 @@ describe('POST /v1/batch', () => {
     );
     assert.equal(r.status, 400);
     assert.equal((r.json as { error: { code: string } }).error.code, 'invalid_idempotency_key');
+    const empty = await post(
+      proxy.url,
+      { endpoint: '/v1/embeddings', items: embeddingItems(1) },
+      { 'idempotency-key': '' },
+    );
+    assert.equal(empty.status, 400);
+    assert.equal((empty.json as { error: { code: string } }).error.code, 'invalid_idempotency_key');
   });
 
   it('stops the items of a batch whose client left', async () => {

@@ -111,6 +111,13 @@ function gauge(text: string, name: string, poolName: string): number {
   return Number(m[1]);
 }
 
+/**
+ * Relative error allowed between the observed and the driven rate: the 2 s window and the
+ * generator's own timing on a shared 2-core machine (other test files run beside this one) make
+ * ±15 % too tight; a wrong counter is off by far more.
+ */
+const TOLERANCE = 0.25;
+
 function near(actual: number | null, expected: number, tolerance: number, what: string): void {
   assert.ok(actual !== null, `${what} is null`);
   assert.ok(
@@ -189,10 +196,11 @@ describe('capacity estimation on a running Sluice', () => {
     // Compared with the rate the generator achieved (a busy machine can make it fall behind).
     const chatRate = chat.rateBefore(readAt, c.span_ms);
     near(chatRate, RATE, 0.3, 'chat requests/s sent');
-    near(c.inputs.items_per_second.value, chatRate, 0.15, 'chat items/s');
-    near(c.upstream_calls_per_second, chatRate, 0.15, 'chat calls/s');
+    near(c.inputs.items_per_second.value, chatRate, TOLERANCE, 'chat items/s');
+    near(c.upstream_calls_per_second, chatRate, TOLERANCE, 'chat calls/s');
     const time = c.inputs.time_per_item_ms.value ?? 0;
-    assert.ok(time >= STALL_MS * 0.95 && time <= STALL_MS * 1.5, `chat time per item ${time} ms`);
+    // Upstream time includes Sluice's own share of a busy 2-core machine: bounded, not exact.
+    assert.ok(time >= STALL_MS * 0.95 && time <= STALL_MS * 2, `chat time per item ${time} ms`);
     assert.equal(c.inputs.batch_size.items_per_call, 1);
     assert.equal(c.inputs.batch_size.calls_per_node, 4);
     assert.equal(c.inputs.batch_size.calls_per_node_source, 'config: admission.max_in_flight_per_node');
@@ -210,7 +218,7 @@ describe('capacity estimation on a running Sluice', () => {
     assert.match(c.formula ?? '', /^nodes = ceil\(.+ items\/s × .+ s ÷ 4 items ÷ 0\.5\) = ceil\(.+\) = \d+$/);
 
     const e = pool(view, 'embed');
-    near(e.inputs.items_per_second.value, embed.rateBefore(readAt, e.span_ms), 0.15, 'embed items/s');
+    near(e.inputs.items_per_second.value, embed.rateBefore(readAt, e.span_ms), TOLERANCE, 'embed items/s');
     assert.equal(
       e.inputs.batch_size.calls_per_node_source,
       'native micro-batching: one combined call per node at a time',

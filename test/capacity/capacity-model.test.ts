@@ -4,12 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import {
-  CapacityInputError,
-  formatFormula,
-  recommendNodes,
-  validateCapacityInputs,
-} from '../../proxy/capacity/capacity-model.js';
+import { CapacityInputError, formatFormula, recommendNodes } from '../../proxy/capacity/capacity-model.js';
 
 void describe('recommendNodes', () => {
   void it('divides the work by what one node carries and by the target utilisation, rounding up', () => {
@@ -82,7 +77,7 @@ void describe('recommendNodes', () => {
   });
 });
 
-void describe('validateCapacityInputs', () => {
+void describe('recommendNodes input checks', () => {
   const good = { itemsPerSecond: 10, timePerItemMs: 50, batchSize: 2, targetUtilisation: 0.9 };
   const cases: [string, Partial<typeof good> & { currentNodes?: number }, string, RegExp][] = [
     ['negative load', { itemsPerSecond: -1 }, 'itemsPerSecond', /items per second must be ≥ 0/],
@@ -104,7 +99,15 @@ void describe('validateCapacityInputs', () => {
   }
 
   void it('accepts a utilisation of exactly 1 and fractional batch sizes (observed means)', () => {
-    assert.doesNotThrow(() => validateCapacityInputs({ ...good, targetUtilisation: 1, batchSize: 3.4 }));
+    const r = recommendNodes({
+      itemsPerSecond: 68,
+      timePerItemMs: 100,
+      batchSize: 3.4,
+      targetUtilisation: 1,
+    });
+    // 68 × 0.1 ÷ 3.4 = 2 busy nodes, all of them at a target of 1.
+    assert.equal(r.nodes, 2);
+    assert.equal(r.inputs.batchSize, 3.4);
   });
 });
 

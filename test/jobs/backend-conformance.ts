@@ -224,7 +224,7 @@ export function describeJobBackend(name: string, open: () => Promise<BackendUnde
         items.map((i) => [i.batchId, i.owner, i.index, i.customId, i.method, i.url, i.attempts]),
         [0, 1, 2, 3].map((i) => [created.id, ALICE, i, `req-${i}`, 'POST', EMBEDDINGS, 1]),
       );
-      assert.deepEqual(items[2]!.body, { model: 'sim-embed', input: 'text 2' });
+      assert.deepEqual(JSON.parse(items[2]!.body), { model: 'sim-embed', input: 'text 2' });
       assert.equal(new Set(items.map((i) => i.id)).size, 4, 'item ids are distinct');
       const running = await b.getBatch(ALICE, created.id);
       assert.equal(running.status, 'in_progress');

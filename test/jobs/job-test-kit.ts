@@ -3,6 +3,7 @@
  * clock.
  */
 
+import { ManualClock as SharedManualClock } from '../helpers/manual-clock.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,11 +47,9 @@ export function embeddingsJsonl(n: number): string {
   return out;
 }
 
-/** A wall clock tests move by hand, ms since the epoch. */
-export class ManualClock {
-  constructor(public ms = Date.UTC(2025, 0, 1)) {}
-  readonly now = (): number => this.ms;
-  advance(ms: number): void {
-    this.ms += ms;
+/** The shared manual clock, started at a wall-clock instant (the job stores keep epoch times). */
+export class ManualClock extends SharedManualClock {
+  constructor(startMs = Date.UTC(2025, 0, 1)) {
+    super(startMs);
   }
 }

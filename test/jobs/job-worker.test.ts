@@ -111,7 +111,7 @@ describe('job worker', () => {
     const id = batchOf(60);
     const ex = executor(async (item) => {
       await delay((item.index * 7) % 5); // finish out of order
-      return { status: 200, body: { echo: (item.body as { input: string }).input } };
+      return { status: 200, body: { echo: (JSON.parse(item.body) as { input: string }).input } };
     });
     const worker = new JobWorker(backend, ex, { concurrency: 5, pollMs: 10 });
     worker.start();

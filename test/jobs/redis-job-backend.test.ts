@@ -87,7 +87,7 @@ function nodeExecutor(baseUrl: string): ItemExecutor & { runs: JobItem[] } {
       const res = await request(baseUrl + item.url, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(item.body),
+        body: item.body,
         signal,
       });
       return { status: res.statusCode, body: await res.body.json() };
