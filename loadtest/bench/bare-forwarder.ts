@@ -1,20 +1,25 @@
 /**
  * The baseline the proxy-overhead benchmark compares Sluice against: the least a uWS + undici
  * forwarder can do (buffer the body, dispatch, stream the answer back) with no routing, checks or
- * metrics. Run as its own process: `node bare-forwarder.js LISTEN_PORT UPSTREAM_URL`.
+ * metrics. Runs as a load-tester child process (`child-entry.js bare-forwarder PORT UPSTREAM_URL`)
+ * until SIGTERM or SIGINT.
  */
-import { App, us_socket_local_port } from 'uWebSockets.js';
+import { App, us_listen_socket_close, us_socket_local_port, type us_listen_socket } from 'uWebSockets.js';
 import { Pool } from 'undici';
 
-const [portArg, upstream] = process.argv.slice(2);
-if (portArg === undefined || upstream === undefined) {
-  process.stderr.write('usage: bare-forwarder PORT UPSTREAM_URL\n');
-  process.exit(2);
-}
-const pool = new Pool(upstream, { connections: 128 });
-
-App()
-  .any('/*', (res, req) => {
+/**
+ * Listens on 127.0.0.1:PORT (0 = a free port), prints `bare forwarder listening on URL`, forwards
+ * everything to UPSTREAM_URL and resolves 0 after a stop signal; 2 for bad arguments, 1 when it
+ * cannot listen.
+ */
+export async function runBareForwarder(argv: readonly string[]): Promise<number> {
+  const [portArg, upstream] = argv;
+  if (portArg === undefined || upstream === undefined) {
+    process.stderr.write('usage: bare-forwarder PORT UPSTREAM_URL\n');
+    return 2;
+  }
+  const pool = new Pool(upstream, { connections: 128 });
+  const app = App().any('/*', (res, req) => {
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
     const headers: string[] = [];
@@ -51,11 +56,21 @@ App()
         },
       );
     });
-  })
-  .listen('127.0.0.1', Number(portArg), (s) => {
-    if (!s) {
-      process.stderr.write('bare-forwarder: cannot listen\n');
-      process.exit(1);
-    }
-    process.stdout.write(`listening ${us_socket_local_port(s)}\n`);
   });
+  const socket = await new Promise<us_listen_socket | false>((resolve) =>
+    app.listen('127.0.0.1', Number(portArg), resolve),
+  );
+  if (socket === false) {
+    process.stderr.write('bare-forwarder: cannot listen\n');
+    await pool.close();
+    return 1;
+  }
+  process.stdout.write(`bare forwarder listening on http://127.0.0.1:${us_socket_local_port(socket)}\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  us_listen_socket_close(socket);
+  await pool.destroy();
+  return 0;
+}

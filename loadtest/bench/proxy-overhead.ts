@@ -6,52 +6,18 @@
  * ratios. Environment: BENCH_DURATION (s, default 10), BENCH_CONNECTIONS (default 50).
  */
 import autocannon from 'autocannon';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile, mkdtemp, writeFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { cpuSeconds, startChild, stopChild, type Child } from '../env/child-process.js';
+import { startFleet, type FleetHandle } from '../env/fleet-handle.js';
 import { freePort } from '../env/free-port.js';
+import { startSluiceChild, type SluiceChild } from '../env/sluice-process.js';
+import { LoadtestErrorCode } from '../loadtest-error.js';
+import { loadSimProfile } from '../sim/profile-loader.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..', '..', '..');
 const duration = Number(process.env['BENCH_DURATION'] ?? 10);
 const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 50);
 const body = JSON.stringify({ model: 'bench', input: 'x'.repeat(1000) });
-
-function start(args: string[]): ChildProcess {
-  const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
-  });
-  child.on('exit', (code, sig) => {
-    if (code !== 0 && code !== null) process.stderr.write(`bench: ${args.join(' ')} exited ${code ?? sig}\n`);
-  });
-  return child;
-}
-
-async function waitUp(url: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    try {
-      const r = await fetch(url, { method: 'POST', body: '{}' });
-      await r.arrayBuffer();
-      if (r.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`bench: ${url} did not come up`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** CPU seconds (user + system) a process has used, from /proc/PID/stat. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // Fields after the command: state is index 0, utime index 11, stime index 12 (clock ticks).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
+const START_TIMEOUT_MS = 15_000;
+const BARE_LINE = /^bare forwarder listening on (http:\/\/\S+)/;
 
 interface Phase {
   name: string;
@@ -63,8 +29,8 @@ interface Phase {
   cpuUsPerReq: number | null;
 }
 
-async function phase(name: string, url: string, pid: number | null): Promise<Phase> {
-  const before = pid === null ? 0 : await cpuSeconds(pid);
+async function phase(name: string, url: string, pid: number | undefined): Promise<Phase> {
+  const before = await cpuSeconds(pid);
   const r = await autocannon({
     url,
     method: 'POST',
@@ -73,7 +39,7 @@ async function phase(name: string, url: string, pid: number | null): Promise<Pha
     connections,
     duration,
   });
-  const after = pid === null ? 0 : await cpuSeconds(pid);
+  const after = await cpuSeconds(pid);
   const requests = r.requests.total;
   return {
     name,
@@ -82,52 +48,52 @@ async function phase(name: string, url: string, pid: number | null): Promise<Pha
     p99: r.latency.p99,
     requests,
     errors: r.errors + r.non2xx + r.timeouts,
-    cpuUsPerReq: pid === null || requests === 0 ? null : ((after - before) * 1e6) / requests,
+    cpuUsPerReq:
+      before === null || after === null || requests === 0 ? null : ((after - before) * 1e6) / requests,
   };
 }
 
 async function main(): Promise<void> {
-  const [simPort, barePort, sluicePort, adminPort] = [
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
-  ];
-  const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-'));
-  const config = join(dir, 'bench.yaml');
-  await writeFile(
-    config,
-    `listeners:\n  - name: public\n    address: 127.0.0.1\n    port: ${sluicePort}\nadmin:\n  port: ${adminPort}\n` +
-      `pools:\n  - name: gpu\n    nodes:\n      - url: http://127.0.0.1:${simPort}\nroutes:\n  - name: all\n    match: {}\n    pool: gpu\n`,
-  );
-  const children: ChildProcess[] = [];
+  let fleet: FleetHandle | null = null;
+  let sluice: SluiceChild | null = null;
+  let bare: Child | null = null;
   try {
-    children.push(
-      start([
-        join(root, 'bin', 'sluice.js'),
-        'sim',
-        '--nodes',
-        '1',
-        '--port',
-        String(simPort),
-        '--profile',
-        'fast',
-      ]),
+    fleet = await startFleet({
+      nodes: 1,
+      profile: loadSimProfile('fast'),
+      speedFactors: [1],
+      process: 'child',
+    });
+    const node = fleet.urls[0] as string;
+    let bareUrl = '';
+    // The baseline stands where Sluice would, so it fails to start under Sluice's code.
+    bare = await startChild(
+      ['bare-forwarder', '0', node],
+      (line) => {
+        bareUrl = BARE_LINE.exec(line)?.[1] ?? bareUrl;
+        return bareUrl !== '';
+      },
+      { code: LoadtestErrorCode.sluiceStartFailed, what: 'the bare forwarder' },
+      START_TIMEOUT_MS,
     );
-    const bare = start([join(here, 'bare-forwarder.js'), String(barePort), `http://127.0.0.1:${simPort}`]);
-    const sluice = start([join(root, 'bin', 'sluice.js'), 'serve', '--config', config, '--no-watch']);
-    children.push(bare, sluice);
-    const target = (port: number): string => `http://127.0.0.1:${port}/debug/echo`;
-    await Promise.all([waitUp(target(simPort)), waitUp(target(barePort)), waitUp(target(sluicePort))]);
+    const [port, adminPort] = [await freePort(), await freePort()];
+    sluice = await startSluiceChild(
+      `listeners:\n  - name: public\n    address: 127.0.0.1\n    port: ${port}\n` +
+        `admin:\n  address: 127.0.0.1\n  port: ${adminPort}\n` +
+        `pools:\n  - name: gpu\n    nodes:\n      - url: ${node}\n` +
+        'routes:\n  - name: all\n    match: {}\n    pool: gpu\n',
+      'public',
+    );
+    const echo = (base: string): string => `${base}/debug/echo`;
     process.stdout.write(
       `proxy overhead: ${duration} s per phase, ${connections} connections, 1 KiB POST to /debug/echo, node ${process.version}\n`,
     );
     // A short warm-up so JIT and connection pools are settled before anything is measured.
-    await autocannon({ url: target(sluicePort), method: 'POST', body, connections, duration: 2 });
-    await autocannon({ url: target(barePort), method: 'POST', body, connections, duration: 2 });
-    const direct = await phase('direct to node', target(simPort), null);
-    const bareRes = await phase('bare uWS+undici', target(barePort), bare.pid ?? null);
-    const sluiceRes = await phase('sluice', target(sluicePort), sluice.pid ?? null);
+    await autocannon({ url: echo(sluice.url), method: 'POST', body, connections, duration: 2 });
+    await autocannon({ url: echo(bareUrl), method: 'POST', body, connections, duration: 2 });
+    const direct = await phase('direct to node', echo(node), undefined);
+    const bareRes = await phase('bare uWS+undici', echo(bareUrl), bare.process.pid);
+    const sluiceRes = await phase('sluice', echo(sluice.url), sluice.pid);
     const rows = [direct, bareRes, sluiceRes];
     const pad = (s: string, n: number): string => s.padEnd(n);
     process.stdout.write(
@@ -147,8 +113,9 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    for (const c of children) c.kill('SIGTERM');
-    await rm(dir, { recursive: true, force: true });
+    await sluice?.stop();
+    if (bare !== null) await stopChild(bare);
+    await fleet?.close();
   }
 }
 

@@ -179,7 +179,7 @@ export class HttpSender {
 }
 
 /** The assistant text of a non-streamed chat completion body, or '' when it has none. */
-function replyOf(text: string): string {
+export function replyOf(text: string): string {
   try {
     const body = JSON.parse(text) as { choices?: { message?: { content?: string | null } }[] };
     return body.choices?.[0]?.message?.content ?? '';

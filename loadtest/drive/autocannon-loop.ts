@@ -7,21 +7,12 @@
  */
 
 import autocannon from 'autocannon';
-import type { Outcome } from '../client/http-sender.js';
+import { replyOf, type Outcome } from '../client/http-sender.js';
 import type { PlannedRequest } from '../workload/planned-request.js';
 import { drain, sendingOver, type Phase } from './phase.js';
 
 interface PlanContext {
   plan?: PlannedRequest;
-}
-
-function replyOf(body: string): string {
-  try {
-    const parsed = JSON.parse(body) as { choices?: { message?: { content?: string | null } }[] };
-    return parsed.choices?.[0]?.message?.content ?? '';
-  } catch {
-    return '';
-  }
 }
 
 /**

@@ -1,12 +1,14 @@
 /**
  * Starts and stops the load tester's child processes (`child-entry.js` with a command), reads their
- * output line by line, and reads their CPU time from /proc. Knows nothing about what the child does.
+ * output line by line, waits for the line that says a child is ready, and reads their CPU time from
+ * /proc. Knows nothing about what the child does.
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { LoadtestError, type LoadtestErrorCode } from '../loadtest-error.js';
 
 /** Lines of output kept for error messages. */
 const TAIL_LINES = 30;
@@ -25,7 +27,7 @@ export interface Child {
  * (stdout and stderr) as it comes. The child gets `SLUICE_LOG_LEVEL=info` so that its listener lines
  * are printed.
  */
-export function spawnChild(args: string[], onLine: (line: string) => void): Child {
+function spawnChild(args: string[], onLine: (line: string) => void): Child {
   const entry = fileURLToPath(new URL('./child-entry.js', import.meta.url));
   // A process group of its own: Ctrl-C in a terminal reaches the load generator only, which then
   // drains and stops its children itself (the child exits on its own if the generator dies).
@@ -47,6 +49,44 @@ export function spawnChild(args: string[], onLine: (line: string) => void): Chil
     child.once('error', (err) => resolve(err.message));
   });
   return { process: child, tail, exited };
+}
+
+/** How `startChild` reports a child that never became ready. */
+export interface ChildStartFailure {
+  /** Error code of the rejection. */
+  code: LoadtestErrorCode;
+  /** What the child is, starting the message, e.g. `the Sluice child process`. */
+  what: string;
+}
+
+/**
+ * Spawns `node child-entry.js ...args` (see `spawnChild`) and resolves once `isReady` has returned
+ * true for one of its output lines. When the child exits first or is not ready within `timeoutMs`, stops it and rejects
+ * with a `LoadtestError` of `failure.code` whose details are the child's last output lines.
+ */
+export async function startChild(
+  args: string[],
+  isReady: (line: string) => boolean,
+  failure: ChildStartFailure,
+  timeoutMs: number,
+): Promise<Child> {
+  let ready!: () => void;
+  const up = new Promise<void>((resolve) => (ready = resolve));
+  const child = spawnChild(args, (line) => {
+    if (isReady(line)) ready();
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    up.then(() => 'up'),
+    child.exited.then((code) => `exited with ${code}`),
+    new Promise<string>(
+      (resolve) => (timer = setTimeout(resolve, timeoutMs, `was not ready within ${timeoutMs} ms`)),
+    ),
+  ]);
+  clearTimeout(timer);
+  if (outcome === 'up') return child;
+  await stopChild(child);
+  throw new LoadtestError(failure.code, `${failure.what} ${outcome}; its last output lines:`, child.tail);
 }
 
 /** Sends SIGTERM, waits up to `graceMs`, then SIGKILL. Resolves once the child has exited. */

@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import { LoadtestError, LoadtestErrorCode } from '../loadtest-error.js';
 import type { FleetSpec } from '../scenario/scenario-types.js';
 import { startSimFleet } from '../sim/fleet.js';
-import { spawnChild, stopChild } from './child-process.js';
+import { startChild, stopChild } from './child-process.js';
 import { inProcessProbe, metricsProbe, type NodeProbe } from './node-probe.js';
 
 /** A running fleet. */
@@ -28,10 +28,6 @@ const NODE_LINE = /^node (\d+) listening on (http:\/\/\S+)/;
 async function startChildFleet(spec: FleetSpec, timeoutMs: number): Promise<FleetHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-loadtest-sim-'));
   const profileFile = join(dir, 'profile.yaml');
-  await writeFile(profileFile, stringify(spec.profile));
-  const urls: string[] = [];
-  let ready!: () => void;
-  const up = new Promise<void>((resolve) => (ready = resolve));
   const args = [
     'sim',
     '--nodes',
@@ -45,33 +41,30 @@ async function startChildFleet(spec: FleetSpec, timeoutMs: number): Promise<Flee
     '--speed',
     spec.speedFactors.join(','),
   ];
-  const child = spawnChild(args, (line) => {
+  const urls: string[] = [];
+  let listed = 0;
+  const isReady = (line: string): boolean => {
     const m = NODE_LINE.exec(line);
-    if (m === null) return;
-    urls[Number(m[1])] = m[2] as string;
-    if (urls.filter((u) => u !== undefined).length === spec.nodes) ready();
-  });
+    if (m !== null) {
+      urls[Number(m[1])] = m[2] as string;
+      listed++;
+    }
+    return listed === spec.nodes;
+  };
+  const failure = {
+    code: LoadtestErrorCode.fleetStartFailed,
+    what: 'the simulated fleet (child process)',
+  };
+  const child = await writeFile(profileFile, stringify(spec.profile))
+    .then(() => startChild(args, isReady, failure, timeoutMs))
+    .catch(async (err: unknown) => {
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    });
   const close = async (): Promise<void> => {
     await stopChild(child);
     await rm(dir, { recursive: true, force: true });
   };
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    up.then(() => 'up'),
-    child.exited.then((code) => `exited with ${code}`),
-    new Promise<string>(
-      (resolve) => (timer = setTimeout(resolve, timeoutMs, `did not start within ${timeoutMs} ms`)),
-    ),
-  ]);
-  clearTimeout(timer);
-  if (outcome !== 'up') {
-    await close();
-    throw new LoadtestError(
-      LoadtestErrorCode.fleetStartFailed,
-      `the simulated fleet (child process) ${outcome}; its last output:`,
-      child.tail,
-    );
-  }
   return { urls, probe: metricsProbe(urls, spec.profile.max_running), close };
 }
 

@@ -7,15 +7,13 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LoadtestError, LoadtestErrorCode } from '../loadtest-error.js';
-import { cpuSeconds, spawnChild, stopChild } from './child-process.js';
+import { LoadtestErrorCode } from '../loadtest-error.js';
+import { cpuSeconds, startChild, stopChild } from './child-process.js';
 
 /** A running Sluice child. */
 export interface SluiceChild {
   /** Base URL of the listener traffic goes to, `http://127.0.0.1:PORT`. */
   url: string;
-  /** Base URL of the admin API, or null if its line was not seen. */
-  adminUrl: string | null;
   pid: number | undefined;
   /** CPU seconds the process has used so far; null where /proc is missing. */
   cpuSeconds(): Promise<number | null>;
@@ -24,7 +22,7 @@ export interface SluiceChild {
 }
 
 const LISTENER_LINE = /listener (\S+) on (\S+):(\d+)/;
-const ADMIN_LINE = /admin API on (http:\/\/[^\s(]+)/;
+const ADMIN_LINE = /admin API on http:\/\//;
 
 /**
  * Starts Sluice with `configText` (placeholders already filled in) and resolves once the listener
@@ -39,45 +37,31 @@ export async function startSluiceChild(
 ): Promise<SluiceChild> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-loadtest-'));
   const file = join(dir, 'sluice.yaml');
-  await writeFile(file, configText);
-  const seen: { url: string | null; adminUrl: string | null } = { url: null, adminUrl: null };
-  let ready!: () => void;
-  const up = new Promise<void>((resolve) => (ready = resolve));
-  const child = spawnChild(['serve', '--config', file, '--no-watch'], (line) => {
+  let url = '';
+  let adminUp = false;
+  const isReady = (line: string): boolean => {
     const l = LISTENER_LINE.exec(line);
-    if (l !== null && seen.url === null && (listener === null || l[1] === listener)) {
+    if (l !== null && url === '' && (listener === null || l[1] === listener)) {
       // The listener is bound to a loopback address (checked with the scenario); dial that address.
-      seen.url = `http://${l[2] ?? '127.0.0.1'}:${l[3] ?? ''}`;
+      url = `http://${l[2] ?? '127.0.0.1'}:${l[3] ?? ''}`;
     }
-    const a = ADMIN_LINE.exec(line);
-    if (a !== null) seen.adminUrl = a[1] ?? null;
-    if (seen.url !== null && seen.adminUrl !== null) ready();
-  });
-  const cleanup = async (): Promise<void> => {
-    await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
+    adminUp ||= ADMIN_LINE.test(line);
+    return url !== '' && adminUp;
   };
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    up.then(() => 'up' as const),
-    child.exited.then((code) => `exited with ${code}` as const),
-    new Promise<'timeout'>((resolve) => (timer = setTimeout(resolve, timeoutMs, 'timeout'))),
-  ]);
-  clearTimeout(timer);
-  if (outcome !== 'up' || seen.url === null) {
-    await cleanup();
-    const what = outcome === 'timeout' ? `did not report its listener within ${timeoutMs} ms` : outcome;
-    throw new LoadtestError(
-      LoadtestErrorCode.sluiceStartFailed,
-      `the Sluice child process ${what}; its last log lines:`,
-      child.tail,
-    );
-  }
+  const failure = { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' };
+  const child = await writeFile(file, configText)
+    .then(() => startChild(['serve', '--config', file, '--no-watch'], isReady, failure, timeoutMs))
+    .catch(async (err: unknown) => {
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    });
   return {
-    url: seen.url,
-    adminUrl: seen.adminUrl,
+    url,
     pid: child.process.pid,
     cpuSeconds: () => cpuSeconds(child.process.pid),
-    stop: cleanup,
+    stop: async () => {
+      await stopChild(child);
+      await rm(dir, { recursive: true, force: true });
+    },
   };
 }

@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { LoadtestError, LoadtestErrorCode } from '../loadtest-error.js';
 import { RESULT_FORMAT, type LatencySummary, type LoadtestResult } from './result.js';
-import { fmtNum, fmtPct, textTable } from './text-table.js';
+import { fmtMs, fmtNum, fmtPct, textTable } from './text-table.js';
 
 /** One compared figure. */
 export interface CompareRow {
@@ -88,9 +88,8 @@ export function compareResults(a: LoadtestResult, b: LoadtestResult): CompareRow
 }
 
 function fmt(v: number | null, unit: CompareRow['unit']): string {
-  if (v === null) return '-';
   if (unit === 'fraction') return fmtPct(v);
-  if (unit === 'ms') return v < 10 ? v.toFixed(2) : v < 1000 ? v.toFixed(1) : v.toFixed(0);
+  if (unit === 'ms') return fmtMs(v);
   return fmtNum(v);
 }
 

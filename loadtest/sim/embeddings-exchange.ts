@@ -6,7 +6,7 @@
 
 import type { ServerResponse } from 'node:http';
 import type { GenerateContext } from './generate-exchange.js';
-import { isGone, sendError, sendJson } from './http-io.js';
+import { failEngineRestart, sendJson } from './http-io.js';
 import { Outcome } from './node-counters.js';
 import { InvalidRequestError, type EmbeddingRequest } from './openai-request.js';
 import { embeddingsBody } from './openai-shapes.js';
@@ -63,13 +63,7 @@ export class EmbeddingsExchange implements JobSink {
   onAbort(_job: SimJob): void {
     if (this.completed) return;
     this.completed = true;
-    if (!this.res.headersSent && !isGone(this.res)) {
-      sendError(this.res, 503, 'the inference engine restarted', 'engine_restarted');
-      this.ctx.counters.record('embedding', 503);
-      return;
-    }
-    this.res.destroy();
-    this.ctx.counters.record('embedding', Outcome.dropped);
+    this.ctx.counters.record('embedding', failEngineRestart(this.res));
   }
 
   private readonly onClose = (): void => {

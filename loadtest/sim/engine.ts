@@ -4,7 +4,7 @@
  * manner of vLLM's continuous batching with chunked prefill. It knows nothing about HTTP.
  */
 
-import { monotonicMs } from './clock.js';
+import { nowMs } from '../../proxy/lifecycle/clock.js';
 import { FifoQueue } from './fifo-queue.js';
 import { PrefixCache } from './prefix-cache.js';
 import type { SimProfile } from './profile.js';
@@ -77,13 +77,13 @@ export class SimEngine implements Stepper {
 
   /** Queues a generation; tokens arrive through `sink`. The returned job is the handle for `cancel`. */
   submitGenerate(spec: GenerateSpec, sink: JobSink): SimJob {
-    return this.enqueue(SimJob.generate(spec, sink, monotonicMs()));
+    return this.enqueue(SimJob.generate(spec, sink, nowMs()));
   }
 
   /** Queues an embeddings batch of `items` inputs totalling `promptTokens`; `sink.onDone` when computed. */
   submitEmbedding(items: number, promptTokens: number, sink: JobSink): SimJob {
     const ms = this.profile.embedding_fixed_ms + this.profile.embedding_per_item_ms * items;
-    return this.enqueue(SimJob.embed(ms, promptTokens, sink, monotonicMs()));
+    return this.enqueue(SimJob.embed(ms, promptTokens, sink, nowMs()));
   }
 
   /** Withdraws a job (its client went away): frees its slot or queue place. No sink call follows. */
@@ -97,7 +97,7 @@ export class SimEngine implements Stepper {
       job.state === JobState.decode ||
       job.state === JobState.embed
     ) {
-      this.release(job, monotonicMs());
+      this.release(job, nowMs());
       job.state = JobState.cancelled;
       this.counters.cancelled++;
       this.kick();
@@ -107,7 +107,7 @@ export class SimEngine implements Stepper {
   /** Drops all work and the prefix cache, as a crashed GPU process would; each job's sink gets `onAbort`. */
   reset(): void {
     this.loop.stop();
-    const now = monotonicMs();
+    const now = nowMs();
     const victims: SimJob[] = [...this.running];
     for (const job of victims) this.release(job, now);
     for (const job of this.waitingQueue.drain()) if (job.state === JobState.waiting) victims.push(job);
@@ -122,7 +122,7 @@ export class SimEngine implements Stepper {
 
   /** Current counters and gauges. */
   stats(): EngineStats {
-    const now = monotonicMs();
+    const now = nowMs();
     let busy = this.counters.busySlotMs;
     for (const job of this.running) busy += now - job.admittedAt;
     return {
@@ -247,7 +247,7 @@ export class SimEngine implements Stepper {
 
   /** Stepper: the planned step is over; emit its tokens. */
   endStep(): void {
-    const now = monotonicMs();
+    const now = nowMs();
     for (const job of this.stepDecode) if (job.state === JobState.decode) this.emitToken(job, now);
     for (let i = 0; i < this.stepPrefill.length; i++) {
       const job = this.stepPrefill[i] as SimJob;
@@ -279,14 +279,14 @@ export class SimEngine implements Stepper {
   private readonly onGapTimer = (job: SimJob): void => {
     job.timer = null;
     if (job.state !== JobState.decode) return;
-    this.emitToken(job, monotonicMs());
+    this.emitToken(job, nowMs());
     if (job.state === JobState.decode) job.timer = setTimeout(this.onGapTimer, job.tokenGapMs, job);
   };
 
   private readonly onEmbedTimer = (job: SimJob): void => {
     job.timer = null;
     if (job.state !== JobState.embed) return;
-    const now = monotonicMs();
+    const now = nowMs();
     job.firstTokenAt = now;
     this.counters.promptTokens += job.promptTokens;
     this.finish(job, now);

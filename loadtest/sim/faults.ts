@@ -151,8 +151,6 @@ export interface FaultDecision {
   dropAfter: number;
   /** Fixed gap between tokens, real ms; 0 = decode-step pacing. */
   chunkDelayMs: number;
-  /** Which fault fired, for counters: '' when none. */
-  injected: '' | 'error' | 'drop';
 }
 
 /** Combines node faults and header overrides; headers win. `rng` drives the rate-based faults. */
@@ -167,6 +165,5 @@ export function decideFaults(faults: SimFaults, o: RequestOverrides, rng: Seeded
     retryAfter: o.retryAfter,
     dropAfter: errorStatus > 0 ? -1 : dropAfter,
     chunkDelayMs: o.chunkDelayMs ?? 0,
-    injected: errorStatus > 0 ? 'error' : dropAfter >= 0 ? 'drop' : '',
   };
 }

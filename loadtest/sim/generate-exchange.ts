@@ -7,7 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { SimEngine } from './engine.js';
-import { isGone, sendError, sendJson } from './http-io.js';
+import { failEngineRestart, sendJson } from './http-io.js';
 import { NodeCounters, Outcome } from './node-counters.js';
 import { InvalidRequestError, type GenerateRequest } from './openai-request.js';
 import {
@@ -149,13 +149,7 @@ export class GenerateExchange implements JobSink {
   onAbort(_job: SimJob): void {
     if (this.completed) return;
     this.completed = true;
-    if (!this.res.headersSent && !isGone(this.res)) {
-      sendError(this.res, 503, 'the inference engine restarted', 'engine_restarted');
-      this.ctx.counters.record(this.request.kind, 503);
-      return;
-    }
-    this.res.destroy();
-    this.ctx.counters.record(this.request.kind, Outcome.dropped);
+    this.ctx.counters.record(this.request.kind, failEngineRestart(this.res));
   }
 
   private readonly onClose = (): void => {

@@ -4,6 +4,7 @@
  */
 
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { Outcome } from './node-counters.js';
 
 /** Largest request body a node reads; larger bodies get 413 (vLLM has no lower limit worth modelling). */
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -83,4 +84,17 @@ export function sendError(
     error: { message, type: errorTypeFor(status), param: null, code: code ?? `http_${status}` },
   };
   sendJson(res, status, body, headers);
+}
+
+/**
+ * Ends the response of a job the engine dropped (crash or shutdown): 503 `engine_restarted` while
+ * the head has not gone out, else the connection is destroyed. Returns the outcome to count.
+ */
+export function failEngineRestart(res: ServerResponse): 503 | typeof Outcome.dropped {
+  if (!res.headersSent && !isGone(res)) {
+    sendError(res, 503, 'the inference engine restarted', 'engine_restarted');
+    return 503;
+  }
+  res.destroy();
+  return Outcome.dropped;
 }

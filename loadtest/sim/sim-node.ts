@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { monotonicMs } from './clock.js';
+import { nowMs } from '../../proxy/lifecycle/clock.js';
 import { SimEngine, type EngineStats } from './engine.js';
 import { FaultPatchError, NO_FAULTS, validateFaultPatch, type SimFaults } from './faults.js';
 import { BodyTooLargeError, readBody, sendError, sendJson } from './http-io.js';
@@ -133,7 +133,7 @@ export class SimNode {
   private readonly timeScale = (): number => {
     const f = this.faultState;
     let warm = 1;
-    const left = this.warmupEndsAt - monotonicMs();
+    const left = this.warmupEndsAt - nowMs();
     if (left > 0 && f.slow_start_ms > 0) warm = 1 + ((f.slow_start_factor - 1) * left) / f.slow_start_ms;
     return (this.profile.time_scale * f.slowdown * warm) / this.speedFactor;
   };
@@ -148,7 +148,7 @@ export class SimNode {
     }
     const recovered = wasCrashed && !f.crash;
     if ((recovered || patch.slow_start_ms !== undefined) && f.slow_start_ms > 0) {
-      this.warmupEndsAt = monotonicMs() + f.slow_start_ms;
+      this.warmupEndsAt = nowMs() + f.slow_start_ms;
     }
     return this.faults();
   }

@@ -27,11 +27,6 @@ export class SseWriter {
     private readonly dropAfter: number,
   ) {}
 
-  /** True once the head was written. */
-  get started(): boolean {
-    return this.res.headersSent;
-  }
-
   /** True when no more events will be accepted (ended, dropped, or the client is gone). */
   get done(): boolean {
     return this.closed || isGone(this.res);

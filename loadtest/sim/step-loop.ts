@@ -4,7 +4,7 @@
  * is the `Stepper`'s business.
  */
 
-import { monotonicMs } from './clock.js';
+import { nowMs } from '../../proxy/lifecycle/clock.js';
 
 /** A late timer within this many ms is caught up (the next step starts when the last should have ended). */
 const MAX_CATCH_UP_MS = 3;
@@ -54,7 +54,7 @@ export class StepLoop {
 
   private readonly onKick = (): void => {
     this.kickPending = false;
-    const now = monotonicMs();
+    const now = nowMs();
     if (this.active) {
       this.stepper.betweenSteps(now);
       return;
@@ -72,7 +72,7 @@ export class StepLoop {
     this.timer = null;
     for (let i = 0; i < MAX_STEPS_PER_TICK; i++) {
       this.stepper.endStep();
-      const now = monotonicMs();
+      const now = nowMs();
       const start = now - this.endsAt > MAX_CATCH_UP_MS ? now : this.endsAt;
       this.endsAt = this.stepper.beginStep(start);
       if (this.endsAt < 0) {
@@ -81,6 +81,6 @@ export class StepLoop {
       }
       if (this.endsAt > now) break;
     }
-    this.arm(monotonicMs());
+    this.arm(nowMs());
   };
 }

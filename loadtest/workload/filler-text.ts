@@ -3,6 +3,7 @@
  * prompts, user turns and embedding inputs. Same generator state, same text.
  */
 
+import { CHARS_PER_TOKEN } from '../sim/outputs.js';
 import type { SeededRandom } from '../sim/prng.js';
 
 const WORDS = [
@@ -71,9 +72,6 @@ const WORDS = [
   'lagoon',
   'meadow',
 ];
-
-/** Characters per token, as the simulator estimates them. */
-export const CHARS_PER_TOKEN = 4;
 
 /** Text of exactly `tokens × 4` characters: random words separated by spaces, cut to length. */
 export function fillerText(tokens: number, rng: SeededRandom): string {

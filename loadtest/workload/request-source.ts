@@ -6,11 +6,12 @@
  * have come back).
  */
 
+import { CHARS_PER_TOKEN } from '../sim/outputs.js';
 import { SeededRandom } from '../sim/prng.js';
 import type { ChatMix, EmbeddingMix, WorkloadSpec } from '../scenario/scenario-types.js';
 import { sampleLength } from '../scenario/length-dist.js';
 import { ChatSession, SessionPool } from './chat-session.js';
-import { CHARS_PER_TOKEN, fillerText } from './filler-text.js';
+import { fillerText } from './filler-text.js';
 import { RequestKind, type ChatMessage, type PlannedRequest } from './planned-request.js';
 
 /** Picks an index with probability proportional to its weight. */

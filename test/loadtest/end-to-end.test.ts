@@ -210,6 +210,25 @@ describe('loadtest end to end', () => {
     assert.ok((r.nodes[0]?.utilisation ?? 0) > 0.8);
   });
 
+  it('stops sending at max_requests long before duration_s, open and closed loop', async () => {
+    const started = performance.now();
+    const file = await scenario(
+      'capped',
+      'name: capped\nduration_s: 60\nmax_requests: 12\nload: { mode: open, rate: 200 }\n' +
+        'fleet: { nodes: 1, profile: fast }\nworkload:\n  mix: [{ kind: embedding }]\n' +
+        'variants:\n  - name: open\n  - name: closed\n    load: { mode: closed, connections: 2 }\n',
+    );
+    const run = await cli([file, '--out', join(dir, 'out'), '--quiet']);
+    assert.equal(run.code, 0, run.stderr.join('\n'));
+    for (const variant of ['open', 'closed']) {
+      const r = await result(`capped-${variant}`);
+      assert.equal(r.requests.total, 12, `${variant}: ${JSON.stringify(r.requests)}`);
+      assert.equal(r.requests.ok, 12, variant);
+      assert.ok(r.duration_s < 5, `${variant} sent for ${r.duration_s} s`);
+    }
+    assert.ok(performance.now() - started < 20_000, 'the run must end by itself, not after duration_s');
+  });
+
   it('ends with a clear message when the target refuses connections', async () => {
     const port = await freePort();
     const file = await scenario(

@@ -10,7 +10,7 @@ import { Recorder } from '../../loadtest/drive/recorder.js';
 import type { NodeSample } from '../../loadtest/env/node-probe.js';
 import { nodeResults, share, summarize } from '../../loadtest/report/build-result.js';
 import { compareResults, ratioOf } from '../../loadtest/report/compare.js';
-import type { LoadtestResult } from '../../loadtest/report/result.js';
+import type { LatencySummary, LoadtestResult } from '../../loadtest/report/result.js';
 import type { PlannedRequest } from '../../loadtest/workload/planned-request.js';
 
 /** Within HdrHistogram's 3-significant-digit precision (0.1%). */
@@ -18,6 +18,17 @@ function near(actual: number | null, expected: number): void {
   assert.ok(actual !== null, `expected ${expected}, got null`);
   assert.ok(Math.abs(actual - expected) <= expected * 0.001, `expected ${expected} ± 0.1%, got ${actual}`);
 }
+
+/** The summary of a series with nothing recorded. */
+const EMPTY: LatencySummary = {
+  count: 0,
+  mean_ms: null,
+  p50_ms: null,
+  p90_ms: null,
+  p99_ms: null,
+  p999_ms: null,
+  max_ms: null,
+};
 
 function plan(tenant: number): PlannedRequest {
   return {
@@ -46,16 +57,7 @@ describe('report maths', () => {
   });
 
   it('reports an empty series as nulls, not zeros', () => {
-    const s = summarize(createLatencyHistogram());
-    assert.deepEqual(s, {
-      count: 0,
-      mean_ms: null,
-      p50_ms: null,
-      p90_ms: null,
-      p99_ms: null,
-      p999_ms: null,
-      max_ms: null,
-    });
+    assert.deepEqual(summarize(createLatencyHistogram()), EMPTY);
   });
 
   it('measures latency from the intended send time and counts failures by category', () => {
@@ -143,33 +145,9 @@ describe('report maths', () => {
         },
         latency_ms: {
           e2e: { count: 90, mean_ms: 10, p50_ms: 10, p90_ms: 20, p99_ms: p99, p999_ms: 50, max_ms: 60 },
-          ttft: {
-            count: 0,
-            mean_ms: null,
-            p50_ms: null,
-            p90_ms: null,
-            p99_ms: null,
-            p999_ms: null,
-            max_ms: null,
-          },
-          itl: {
-            count: 0,
-            mean_ms: null,
-            p50_ms: null,
-            p90_ms: null,
-            p99_ms: null,
-            p999_ms: null,
-            max_ms: null,
-          },
-          send_lag: {
-            count: 0,
-            mean_ms: null,
-            p50_ms: null,
-            p90_ms: null,
-            p99_ms: null,
-            p999_ms: null,
-            max_ms: null,
-          },
+          ttft: EMPTY,
+          itl: EMPTY,
+          send_lag: EMPTY,
         },
         prefix_cache: { query_tokens: 0, hit_tokens: 0, hit_rate: null },
         nodes: [],

@@ -1,8 +1,11 @@
 /**
  * Helpers shared by the simulator tests: profiles derived from `fast`, JSON posts, an SSE reader
- * that reports how a stream ended, a Prometheus scraper and a deadline poller. No test logic here.
+ * that reports how a stream ended (the load tester's own SSE and Prometheus parsers), a metric
+ * scraper and a deadline poller. No test logic here.
  */
 
+import { SseParser } from '../../../loadtest/client/sse-parser.js';
+import { parsePromText } from '../../../loadtest/env/prom-text.js';
 import { loadSimProfile } from '../../../loadtest/sim/profile-loader.js';
 import type { SimProfile } from '../../../loadtest/sim/profile.js';
 
@@ -40,26 +43,16 @@ export interface SseResult {
 export async function readSse(res: Response, start = performance.now()): Promise<SseResult> {
   const out: SseResult = { events: [], times: [], error: undefined };
   if (res.body === null) return out;
+  const parser = new SseParser((data) => {
+    out.events.push(data);
+    out.times.push(performance.now() - start);
+  });
   const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
-  const decoder = new TextDecoder();
-  let buf = '';
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      buf += decoder.decode(value, { stream: true });
-      let sep = buf.indexOf('\n\n');
-      while (sep >= 0) {
-        const block = buf.slice(0, sep);
-        buf = buf.slice(sep + 2);
-        for (const line of block.split('\n')) {
-          if (line.startsWith('data: ')) {
-            out.events.push(line.slice('data: '.length));
-            out.times.push(performance.now() - start);
-          }
-        }
-        sep = buf.indexOf('\n\n');
-      }
+      parser.push(value);
     }
   } catch (err) {
     out.error = err;
@@ -69,13 +62,8 @@ export async function readSse(res: Response, start = performance.now()): Promise
 
 /** Reads the value of the first sample of `name` from a node's `/metrics`; NaN when absent. */
 export async function scrapeMetric(baseUrl: string, name: string): Promise<number> {
-  const text = await (await fetch(`${baseUrl}/metrics`)).text();
-  for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) {
-      return Number(line.slice(line.lastIndexOf(' ') + 1));
-    }
-  }
-  return Number.NaN;
+  const samples = parsePromText(await (await fetch(`${baseUrl}/metrics`)).text());
+  return samples.find((s) => s.name === name)?.value ?? Number.NaN;
 }
 
 /** Polls `check` every few ms until it returns true; throws with `what` after `timeoutMs`. */
