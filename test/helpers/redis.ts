@@ -6,9 +6,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../../loadtest/env/free-port.js';
 
 /** A running (or stopped) test Redis. */
 export interface TestRedis {
@@ -149,18 +150,5 @@ async function answersPing(port: number): Promise<boolean> {
       if (reply.includes('\r\n')) done(reply.startsWith('+PONG'));
     });
     socket.once('error', () => done(false));
-  });
-}
-
-/** A loopback port that was free a moment ago (bound to port 0, then released). */
-async function freePort(): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
   });
 }

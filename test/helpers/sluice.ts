@@ -1,12 +1,14 @@
 /**
  * Test helpers: start a real Sluice in-process on loopback port 0 from a YAML text, with its config
- * written to a temp directory so reload tests can edit it.
+ * written to a temp directory so reload tests can edit it; build that YAML and the usual chat
+ * request; find Sluice's own node objects. Test support only.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSluice, type Sluice } from '../../proxy/runtime/sluice.js';
 import { createLogger, type Logger } from '../../proxy/runtime/logger.js';
+import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 
 export interface TestSluice {
   sluice: Sluice;
@@ -60,17 +62,53 @@ admin:
   port: 0
 `;
 
-/** A config with one listener and one admin listener on free ports, and one pool of `nodes`. */
-export function basicConfig(nodes: readonly string[], extra = ''): string {
+/** YAML lines added inside the pool and the route of `basicConfig`, indented by four spaces. */
+export interface BasicConfigParts {
+  /** Pool keys after `nodes` (`    admission: { max_queue: 1 }`). Default none. */
+  pool?: string;
+  /** Route keys after `pool: gpu` (`    route_header: true`). Default none. */
+  route?: string;
+}
+
+/**
+ * A config with one listener and one admin listener on free ports, one pool `gpu` of `nodes` and
+ * one route `all` matching everything. `extra` is appended at the top level (tenants, rate_limits,
+ * batch_api); `parts` adds keys to the pool and the route.
+ */
+export function basicConfig(nodes: readonly string[], extra = '', parts: BasicConfigParts = {}): string {
+  const pool = parts.pool === undefined ? '' : `${parts.pool}\n`;
+  const route = parts.route === undefined ? '' : `${parts.route}\n`;
   return `${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
 ${nodes.map((u) => `      - url: ${u}`).join('\n')}
-routes:
+${pool}routes:
   - name: all
     match: {}
     pool: gpu
-${extra}`;
+${route}${extra}`;
+}
+
+/**
+ * A `fetch` init for a small chat completion: POST, JSON, model `m`, one user message, 4 output
+ * tokens. `body` fields override or extend the body (`{ stream: true }`); `headers` are added.
+ */
+export function chatRequest(
+  body: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): RequestInit {
+  return {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...body }),
+  };
+}
+
+/** Sluice's own node for `url` (compared by origin), or undefined once Sluice no longer holds it. */
+export function findNode(t: TestSluice, url: string): UpstreamNode | undefined {
+  const origin = new URL(url).origin;
+  for (const n of t.sluice.registry.all()) if (n.origin === origin) return n;
+  return undefined;
 }
 
 /** Polls `check` until it returns true or `timeoutMs` passes; rejects on timeout. */
