@@ -17,8 +17,8 @@ describe('admin API', () => {
   });
 
   after(async () => {
-    await t.close();
-    await fleet.close();
+    await t?.close();
+    await fleet?.close();
   });
 
   it('answers /healthz and /readyz with 200 while serving', async () => {

@@ -53,8 +53,8 @@ describe('Idempotency-Key across the batch API', () => {
   });
 
   after(async () => {
-    await t.close();
-    await fleet.close();
+    await t?.close();
+    await fleet?.close();
   });
 
   it('stores one file for a retried upload and replays its file object', async () => {

@@ -61,7 +61,7 @@ describe('batch jobs as background work', () => {
   before(async () => {
     fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
 
   it('lets an interactive request queued after a job item go first', async () => {
     const proxy: TestSluice = await startTestSluice(

@@ -65,8 +65,8 @@ batch_api:
   });
 
   after(async () => {
-    await proxy.close();
-    await fleet.close();
+    await proxy?.close();
+    await fleet?.close();
   });
 
   async function finished(client: OpenAI, id: string): Promise<OpenAI.Batches.Batch> {

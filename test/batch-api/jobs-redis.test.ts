@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { redisSkip, startRedis, type TestRedis } from '../helpers/redis.js';
 import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const DIM = 64; // embedding_dim of the `fast` profile
@@ -27,7 +27,7 @@ function config(nodes: readonly string[], redisUrl: string): string {
   );
 }
 
-describe('batch API on a shared Redis queue', () => {
+describe('batch API on a shared Redis queue', { skip: redisSkip() }, () => {
   let redis: TestRedis;
   let fleet: SimFleet;
   let a: TestSluice;
@@ -40,10 +40,10 @@ describe('batch API on a shared Redis queue', () => {
     b = await startTestSluice(config(fleet.urls, redis.url));
   });
   after(async () => {
-    await a.close();
-    await b.close();
-    await fleet.close();
-    await redis.stop();
+    await a?.close();
+    await b?.close();
+    await fleet?.close();
+    await redis?.stop();
   });
 
   it('shares one batch between two instances, each result once and in order', async () => {

@@ -71,8 +71,8 @@ describe('POST /v1/batch', () => {
     proxy = await startTestSluice(config(fleet.urls));
   });
   after(async () => {
-    await proxy.close();
-    await fleet.close();
+    await proxy?.close();
+    await fleet?.close();
   });
 
   it('answers every item in input order, each result computed from its own input', async () => {
@@ -254,7 +254,7 @@ describe('POST /v1/batch limits', () => {
   before(async () => {
     fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
 
   it('runs at most sync.concurrency items at once', async () => {
     const proxy = await startTestSluice(config(fleet.urls, '', 'concurrency: 2'));

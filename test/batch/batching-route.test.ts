@@ -39,7 +39,7 @@ describe('micro-batching on a route', () => {
 
   after(async () => {
     await t?.close();
-    await fleet.close();
+    await fleet?.close();
   });
 
   it('coalesces concurrent embedding requests into fewer calls and gives each its own vector', async () => {

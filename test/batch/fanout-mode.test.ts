@@ -16,7 +16,7 @@ let fleet: SimFleet;
 before(async () => {
   fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
 });
-after(() => fleet.close());
+after(() => fleet?.close());
 
 function fanout(
   upstream: MicroBatchOptions['upstream'],

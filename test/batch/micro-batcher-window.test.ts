@@ -17,7 +17,7 @@ let fleet: SimFleet;
 before(async () => {
   fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
 });
-after(() => fleet.close());
+after(() => fleet?.close());
 
 function native(t: SimTransport, opts: Partial<MicroBatchOptions> = {}): MicroBatcher {
   return createMicroBatcher({ mode: 'native', codec: openAiEmbeddingsCodec, upstream: t, ...opts });

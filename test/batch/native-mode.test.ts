@@ -16,7 +16,7 @@ let fleet: SimFleet;
 before(async () => {
   fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
 });
-after(() => fleet.close());
+after(() => fleet?.close());
 
 function native(t: SimTransport, opts: Partial<MicroBatchOptions> = {}): MicroBatcher {
   return createMicroBatcher({

@@ -165,8 +165,8 @@ describe('sluice capacity --admin', () => {
   });
 
   after(async () => {
-    await t.close();
-    await fleet.close();
+    await t?.close();
+    await fleet?.close();
   });
 
   it('prints each pool with its observed inputs, their sources and the recommendation', async () => {

@@ -142,9 +142,9 @@ describe('capacity estimation on a running Sluice', () => {
   });
 
   after(async () => {
-    await t.close();
-    await chatFleet.close();
-    await embedFleet.close();
+    await t?.close();
+    await chatFleet?.close();
+    await embedFleet?.close();
   });
 
   it('observes the driven rate and upstream time and exports the same recommendation as a gauge', async () => {

@@ -40,7 +40,7 @@ describe('sluice serve', () => {
   });
 
   after(async () => {
-    await fleet.close();
+    await fleet?.close();
     await rm(dir, { recursive: true, force: true });
   });
 

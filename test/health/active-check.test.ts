@@ -40,7 +40,7 @@ afterEach(async () => {
 });
 
 after(async () => {
-  await fleet.close();
+  await fleet?.close();
 });
 
 describe('active health checks', () => {

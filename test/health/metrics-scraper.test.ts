@@ -141,7 +141,7 @@ describe('live metrics scraping', () => {
   });
 
   after(async () => {
-    await Promise.all([fleet.close(), oneSlot.close()]);
+    await Promise.all([fleet?.close(), oneSlot?.close()]);
   });
 
   it('reads the vLLM gauges of an idle simulated node', async () => {

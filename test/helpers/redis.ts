@@ -1,10 +1,11 @@
 /**
  * Test helper: a private `redis-server` on a free loopback port, with no persistence, started for
  * one test file and killed after it. It can be stopped and started again on the same port (Redis
- * down, then back) or frozen with SIGSTOP (Redis up but not answering). A missing binary fails the
- * test with a clear message; it is never a skip.
+ * down, then back) or frozen with SIGSTOP (Redis up but not answering). Suites that need it pass
+ * `{ skip: redisSkip() }`: without `redis-server` on PATH they are skipped with one loud line, unless
+ * `SLUICE_TEST_REQUIRE_REDIS=1` (set by `.ci/run`), where the missing binary fails them instead.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -27,6 +28,24 @@ export interface TestRedis {
 }
 
 const READY_TIMEOUT_MS = 5000;
+const INSTALL_HINT = 'install it (`apt-get install -y redis-server`, `brew install redis`)';
+let skipReason: string | false | undefined;
+
+/**
+ * The `skip` option for a suite that needs a real Redis: false when `redis-server` is on PATH or
+ * `SLUICE_TEST_REQUIRE_REDIS=1` is set (then a missing binary fails the suite instead), else the
+ * reason, which is also printed once to stderr so that a skip is never silent.
+ */
+export function redisSkip(): string | false {
+  if (skipReason !== undefined) return skipReason;
+  const found = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).error === undefined;
+  if (found || process.env['SLUICE_TEST_REQUIRE_REDIS'] === '1') skipReason = false;
+  else {
+    skipReason = `redis-server is not on PATH: the Redis suites are skipped; ${INSTALL_HINT}, or set SLUICE_TEST_REQUIRE_REDIS=1 to make this a failure`;
+    process.stderr.write(`\n*** SKIPPING REDIS TESTS: ${skipReason} ***\n\n`);
+  }
+  return skipReason;
+}
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
@@ -102,7 +121,7 @@ async function launch(port: number, dir: string): Promise<ChildProcess> {
     throw new Error(
       missing
         ? 'redis-server was not found on PATH. The Redis integration tests need a real server: ' +
-            'install it (`apt-get install -y redis-server`, `brew install redis`); `.ci/run` installs it in CI.'
+            `${INSTALL_HINT}; \`.ci/run\` installs it in CI.`
         : `redis-server could not be started: ${spawned.message}`,
     );
   }

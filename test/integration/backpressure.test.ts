@@ -131,6 +131,7 @@ describe('backpressure', () => {
 
   after(async () => {
     await t?.close();
+    if (node === undefined) return;
     node.server.closeAllConnections();
     await new Promise<void>((resolve) => node.server.close(() => resolve()));
   });

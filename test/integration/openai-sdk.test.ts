@@ -38,8 +38,8 @@ routes:
   });
 
   after(async () => {
-    await proxy.close();
-    await fleet.close();
+    await proxy?.close();
+    await fleet?.close();
   });
 
   it('returns a chat completion with content and usage', async () => {

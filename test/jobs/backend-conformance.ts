@@ -86,8 +86,12 @@ async function linesOf(backend: JobBackend, owner: string, fileId: string | null
  *   return { backend, cleanup: async () => { await backend.close(); env.cleanup(); } };
  * });
  */
-export function describeJobBackend(name: string, open: () => Promise<BackendUnderTest>): void {
-  describe(`job backend conformance (${name})`, () => {
+export function describeJobBackend(
+  name: string,
+  open: () => Promise<BackendUnderTest>,
+  opts: { skip?: string | false } = {},
+): void {
+  describe(`job backend conformance (${name})`, { skip: opts.skip ?? false }, () => {
     let b: JobBackend;
     let cleanup: () => Promise<void>;
 

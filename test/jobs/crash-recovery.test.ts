@@ -41,7 +41,7 @@ describe('crash recovery', () => {
   before(async () => {
     fleet = await startSimFleet({ nodes: 1, profile: 'fast' });
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
 
   it('finishes a 2,000-item batch after kill -9, each result exactly once and in input order', async (t) => {
     const env = tempDb();

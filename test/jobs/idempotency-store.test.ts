@@ -10,7 +10,7 @@ import {
   type StoredResponse,
 } from '../../proxy/jobs/idempotency-store.js';
 import { openJobDb } from '../../proxy/jobs/job-db.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { redisSkip, startRedis, type TestRedis } from '../helpers/redis.js';
 import { ManualClock, tempDb } from './job-test-kit.js';
 
 const RESPONSE: StoredResponse = {
@@ -132,7 +132,7 @@ describe('idempotency store (sqlite, two connections)', () => {
   });
 });
 
-describe('idempotency store (redis)', () => {
+describe('idempotency store (redis)', { skip: redisSkip() }, () => {
   let redis: TestRedis;
   let prefixes = 0;
   const open: { close(): Promise<void> }[] = [];
@@ -142,7 +142,7 @@ describe('idempotency store (redis)', () => {
   afterEach(async () => {
     for (const s of open.splice(0)) await s.close();
   });
-  after(() => redis.stop());
+  after(() => redis?.stop());
 
   /** A store with its own connection and a fresh key prefix. */
   async function make(opts: { ttlMs?: number; inProgressTtlMs?: number; prefix?: string } = {}) {

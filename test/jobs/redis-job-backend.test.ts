@@ -8,7 +8,7 @@ import { JobError } from '../../proxy/jobs/job-errors.js';
 import { JobWorker, type ItemExecutor } from '../../proxy/jobs/job-worker.js';
 import type { JobItem, OutputLine } from '../../proxy/jobs/job-types.js';
 import { createRedisJobBackend, type RedisJobBackend } from '../../proxy/jobs/redis-job-backend.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { redisSkip, startRedis, type TestRedis } from '../helpers/redis.js';
 import { CONFORMANCE_COMPLETION_WINDOWS, describeJobBackend } from './backend-conformance.js';
 import { embeddingsJsonl } from './job-test-kit.js';
 
@@ -52,21 +52,25 @@ async function dropPrefix(prefix: string): Promise<void> {
   });
 }
 
-describeJobBackend('redis', async () => {
-  const prefix = `conf-${++prefixes}:`;
-  const backend = await createRedisJobBackend({
-    url: (await server()).url,
-    prefix,
-    completionWindows: CONFORMANCE_COMPLETION_WINDOWS,
-  });
-  return {
-    backend,
-    cleanup: async () => {
-      await backend.close();
-      await dropPrefix(prefix);
-    },
-  };
-});
+describeJobBackend(
+  'redis',
+  async () => {
+    const prefix = `conf-${++prefixes}:`;
+    const backend = await createRedisJobBackend({
+      url: (await server()).url,
+      prefix,
+      completionWindows: CONFORMANCE_COMPLETION_WINDOWS,
+    });
+    return {
+      backend,
+      cleanup: async () => {
+        await backend.close();
+        await dropPrefix(prefix);
+      },
+    };
+  },
+  { skip: redisSkip() },
+);
 
 /** Polls `check` until it holds, failing after `ms`. */
 async function until(what: string, ms: number, check: () => Promise<boolean>): Promise<void> {
@@ -102,7 +106,7 @@ function parseLines(content: string): OutputLine[] {
     .map((l) => JSON.parse(l) as OutputLine);
 }
 
-describe('redis job backend, several instances', () => {
+describe('redis job backend, several instances', { skip: redisSkip() }, () => {
   let fleet: SimFleet;
   const open: RedisJobBackend[] = [];
   let prefix = '';
@@ -110,7 +114,7 @@ describe('redis job backend, several instances', () => {
   before(async () => {
     fleet = await startSimFleet({ nodes: 1, profile: 'fast' });
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
   afterEach(async () => {
     for (const b of open.splice(0)) await b.close();
     await dropPrefix(prefix);

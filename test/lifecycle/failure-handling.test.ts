@@ -53,7 +53,7 @@ describe('failure handling', () => {
   });
 
   after(async () => {
-    await fleet.close();
+    await fleet?.close();
   });
 
   it('retries a 503 on another node and answers with that node', async () => {

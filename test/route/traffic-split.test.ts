@@ -57,7 +57,7 @@ describe('traffic split', () => {
   });
 
   after(async () => {
-    await fleet.close();
+    await fleet?.close();
   });
 
   it('splits traffic by weight', async () => {

@@ -28,7 +28,7 @@ describe('config reload', () => {
   });
 
   after(async () => {
-    await fleet.close();
+    await fleet?.close();
   });
 
   it('applies a valid edit within a second through the file watch', async () => {

@@ -30,8 +30,8 @@ describe('per-tenant concurrency limit', () => {
   });
 
   after(async () => {
-    await t.close();
-    await fleet.close();
+    await t?.close();
+    await fleet?.close();
   });
 
   /** Status of a short request of the tenant, body read. */

@@ -45,7 +45,7 @@ describe('deterministic outputs', () => {
   before(async () => {
     fleet = await startSimFleet({ nodes: 2, profile: fastProfile(), speedFactors: [1, 3] });
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
 
   it('gives the same chat text for the same messages on every node and every call', async () => {
     const [a, b] = fleet.urls as [string, string];

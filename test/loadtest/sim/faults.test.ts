@@ -24,7 +24,7 @@ describe('fault injection', () => {
   afterEach(() => {
     node.setFaults({ ...NO_FAULTS });
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
 
   const chat = (
     extra: Record<string, unknown> = {},

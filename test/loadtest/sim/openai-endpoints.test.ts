@@ -25,7 +25,7 @@ describe('simulated node OpenAI endpoints', () => {
     });
     url = fleet.urls[0] as string;
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
 
   it('answers a chat completion in the OpenAI shape with usage', async () => {
     const res = await postJson(`${url}/v1/chat/completions`, chatBody('hello there', { max_tokens: 5 }));

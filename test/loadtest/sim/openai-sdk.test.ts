@@ -19,7 +19,7 @@ describe('openai SDK against a simulated node', () => {
     fleet = await startSimFleet({ nodes: 1, profile: fastProfile() });
     client = new OpenAI({ baseURL: `${fleet.urls[0] as string}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
-  after(() => fleet.close());
+  after(() => fleet?.close());
 
   it('decodes the default base64 embeddings to the expected vectors', async () => {
     const res = await client.embeddings.create({ model: 'sim-embed', input: ['left', 'right'] });
