@@ -4,6 +4,7 @@
  * discarded retryable answer) and hands every event to its Session, which decides.
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { SSE_LINE_START } from './sse-first-event.js';
 import type { Session } from './session.js';
 
 /** The subset of undici's DispatchController used here. */
@@ -38,6 +39,15 @@ export class Attempt {
   retryPlanned = false;
   /** True once node counters were released (exactly once per attempt). */
   released = false;
+  /** Monotonic time the response head arrived, ms; -1 before. */
+  headMs = -1;
+  /**
+   * Streams: monotonic time the first SSE event arrived (time to first token; the head of a stream
+   * comes before the prefill), ms; -1 before, and for answers that are not event streams.
+   */
+  firstTokenMs = -1;
+  /** Where the search for the first SSE event stands between chunks (see sse-first-event.ts). */
+  sseScan = SSE_LINE_START;
 
   constructor(session: Session, node: UpstreamNode, number: number, hedge: boolean, startMs: number) {
     this.session = session;

@@ -30,6 +30,7 @@ import type { BatchItemSink } from '../batch/batch-item.js';
 import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
+import { SSE_EVENT_FOUND, scanSseForEvent } from './sse-first-event.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
 
 /** What a session needs from the server that owns it. */
@@ -434,6 +435,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     if (this.finished || att.cancelled) return;
     const now = nowMs();
+    att.headMs = now;
     const ttfb = now - att.startMs;
     const pool = this.pool!;
     const state = pool.state;
@@ -478,12 +480,26 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   attemptData(att: Attempt, controller: Controller, chunk: Buffer): void {
     // HOT
     if (att !== this.winner || this.finished) return;
+    if (this.sse && att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
     if (this.limit !== null) {
       this.tail0 = this.tail1;
       this.tail1 = this.tail2;
       this.tail2 = chunk;
     }
     if (!this.downstream.write(chunk)) controller.pause();
+  }
+
+  /** Looks for the first event of a streamed answer in `chunk`; records time to first token once. */
+  private scanFirstToken(att: Attempt, chunk: Buffer): void {
+    // HOT
+    const s = scanSseForEvent(chunk, att.sseScan);
+    if (s !== SSE_EVENT_FOUND) {
+      att.sseScan = s;
+      return;
+    }
+    const now = nowMs();
+    att.firstTokenMs = now;
+    this.route!.stats.ttft.recordMs(now - this.startMs);
   }
 
   attemptEnd(att: Attempt): void {

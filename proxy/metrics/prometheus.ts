@@ -155,6 +155,12 @@ export function renderPrometheus(src: MetricsSource): string {
     'Time from dispatch to the upstream response head.',
     routes.map((r) => [`route="${label(r.route)}"`, r.ttfb]),
   );
+  summary(
+    out,
+    'sluice_time_to_first_token_seconds',
+    'Time from request arrival to the first event of a streamed answer, as forwarded to the client.',
+    routes.map((r) => [`route="${label(r.route)}"`, r.ttft]),
+  );
   out.push(
     '# HELP sluice_upstream_attempts_total Attempts sent to each node.',
     '# TYPE sluice_upstream_attempts_total counter',

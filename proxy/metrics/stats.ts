@@ -14,6 +14,8 @@ export class RouteStats {
   readonly duration = new LatencyRecorder();
   /** Dispatch to upstream response head, ms. */
   readonly ttfb = new LatencyRecorder();
+  /** Streams only: request arrival to the first SSE event forwarded (time to first token), ms. */
+  readonly ttft = new LatencyRecorder();
   /** Client aborts before the response finished. */
   aborted = 0;
 
