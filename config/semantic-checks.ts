@@ -324,6 +324,28 @@ function checkSimulatorPorts(data: Json, used: readonly PortUser[], issues: Conf
   }
 }
 
+/** Plugin instance names a listener or route lists are declared under plugins. */
+function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
+  const names = entries(data['plugins']).flatMap(([, p]) => text(p, 'name') ?? []);
+  for (const section of ['listeners', 'routes']) {
+    for (const [index, entry] of entries(data[section])) {
+      const list = entry['plugins'];
+      if (!Array.isArray(list)) continue;
+      list.forEach((name: unknown, i) => {
+        if (typeof name !== 'string' || names.includes(name)) return;
+        const closest = suggestClosest(name, names);
+        const suggestion = closest === undefined ? '' : ` (did you mean ${JSON.stringify(closest)}?)`;
+        issues.push({
+          path: [section, index, 'plugins', i],
+          anchor: 'value',
+          message: `unknown plugin instance ${JSON.stringify(name)}${suggestion}; declared under plugins: ${names.join(', ') || '(none)'}`,
+        });
+      });
+    }
+  }
+  checkRedisStore(data['plugin_store'], ['plugin_store'], issues);
+}
+
 /**
  * Runs every cross-field rule over the defaults-applied data and returns the problems found, each
  * pointing at the value (or key) to change; an empty list means the rules hold.
@@ -335,6 +357,8 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkUniqueNames(data, 'pools', 'pool', issues);
   checkUniqueNames(data, 'routes', 'route', issues);
   checkUniqueNames(data, 'tenants', 'tenant', issues);
+  checkUniqueNames(data, 'plugins', 'plugin instance', issues);
+  checkPluginRefs(data, issues);
   checkTenants(data, issues);
   checkBatchApi(data, issues);
   checkRoutePools(data, issues);

@@ -16,6 +16,8 @@ export interface ListenerConfig {
   max_body_bytes: number;
   /** Largest request head (request line + headers); larger get 431. Default 16 KiB. */
   max_header_bytes: number;
+  /** Plugin instances applied to every route of this listener, before the route's own. */
+  plugins?: string[];
 }
 
 /** The admin listener: health, readiness, metrics, config and reload. */
@@ -225,6 +227,8 @@ export interface RouteConfig {
   allow_anonymous: boolean;
   /** Absent: each request is its own upstream call. */
   batching?: BatchingConfig;
+  /** Plugin instances the route runs, in order (after its listener's). */
+  plugins?: string[];
   /**
    * Per-route override of the pool's timeouts (fields merged over the pool's). `connect_ms` is a
    * pool setting only: connections belong to the pool's nodes.
@@ -371,6 +375,35 @@ export interface BatchApiConfig {
   };
 }
 
+/** One plugin instance (`plugins[]`). */
+export interface PluginInstanceConfig {
+  /** Unique instance name; routes and listeners list it. */
+  name: string;
+  /** A first-party plugin's name, or a module path relative to the config file. Default: `name`. */
+  use?: string;
+  /** The plugin's options, validated against its own schema. Default {}. */
+  options: Record<string, unknown>;
+  /** Longest an async hook may take before it counts as failed, ms. Default 1000. */
+  timeout_ms: number;
+  /** Skip a failing hook instead of failing the request. Default false. */
+  fail_open: boolean;
+}
+
+/** Where plugins' key-value stores live. */
+export interface PluginStoreConfig {
+  /** `memory` (this process) or `redis` (shared). Default memory. */
+  store: 'memory' | 'redis';
+  /** memory: most keys held, over all instances. Default 100000. */
+  max_entries: number;
+  redis?: {
+    url: string;
+    key_prefix: string;
+    timeout_ms: number;
+    connect_timeout_ms: number;
+    reconnect_max_delay_ms: number;
+  };
+}
+
 export interface SluiceConfig {
   listeners: ListenerConfig[];
   admin: AdminConfig;
@@ -385,4 +418,7 @@ export interface SluiceConfig {
   rate_limits: RateLimitsConfig;
   /** Absent: the batch endpoints are off (they get 404 like any unrouted path). */
   batch_api?: BatchApiConfig;
+  /** Plugin instances. Default none. */
+  plugins: PluginInstanceConfig[];
+  plugin_store: PluginStoreConfig;
 }

@@ -133,6 +133,16 @@ export const Errors = {
     'upstream_protocol_error',
   ),
   internal: kind('SLUICE_INTERNAL', 'internal', 500, 'server_error', 'internal_error'),
+  /** A plugin hook threw, rejected or ran past its `timeout_ms` (not `fail_open`). */
+  pluginFailed: kind('SLUICE_PLUGIN_FAILED', 'internal', 500, 'server_error', 'plugin_error'),
+  /** A plugin answered with `reject` (the status is the plugin's; counted under this id). */
+  pluginRejected: kind(
+    'SLUICE_PLUGIN_REJECTED',
+    'downstream',
+    400,
+    'invalid_request_error',
+    'rejected_by_plugin',
+  ),
 } as const;
 
 /** A data-plane failure: a catalogue entry, a human message and the underlying cause. */

@@ -12,6 +12,7 @@ import type { PoolCapacityReport } from '../capacity/pool-capacity.js';
 import type { BatchApiStats } from '../batch-api/batch-api.js';
 import type { ExecutorStats } from '../batch-api/job-executor.js';
 import type { JobWorkerStats } from '../jobs/job-worker.js';
+import type { PluginMetricsRegistry } from '../plugin/plugin-metrics.js';
 
 const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 
@@ -30,6 +31,8 @@ export interface MetricsSource {
   capacity?: readonly PoolCapacityReport[];
   /** The batch API's counters; absent when `batch_api` is off. */
   batchApi?: BatchApiMetrics;
+  /** Plugin series (`sluice_plugin_*`); absent: none. */
+  plugins?: PluginMetricsRegistry;
 }
 
 /** What the batch API exports. */
@@ -363,5 +366,6 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_draining gauge',
     `sluice_draining ${src.draining ? 1 : 0}`,
   );
+  src.plugins?.render(out);
   return out.join('\n') + '\n';
 }

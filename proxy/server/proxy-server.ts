@@ -32,6 +32,8 @@ export interface BoundListener {
 }
 
 interface ListenerState {
+  /** Position in the config's listeners (selects the listener's plugin chains). */
+  index: number;
   config: ListenerConfig;
   app: TemplatedApp;
   socket: us_listen_socket | null;
@@ -57,7 +59,7 @@ export class ProxyServer implements SessionHost {
   async listen(configs: readonly ListenerConfig[]): Promise<BoundListener[]> {
     for (const config of configs) {
       const app = App();
-      const state: ListenerState = { config, app, socket: null, port: 0 };
+      const state: ListenerState = { index: this.listeners.length, config, app, socket: null, port: 0 };
       app.any('/*', (res, req) => this.onRequest(state, res, req));
       await new Promise<void>((resolve, reject) => {
         app.listen(config.address, config.port, (socket) => {
@@ -112,6 +114,7 @@ export class ProxyServer implements SessionHost {
     plan.acquire();
     this.stats.inFlight++;
     const s = new Session(this, plan, ds, id, head.method, head.path, head.url, head.hostName, head.headers);
+    s.listener = l.index;
     ds.attach(s);
     if (head.contentLength > 0 || head.chunked) ds.readBody(head.contentLength, cfg.max_body_bytes);
     else s.run();

@@ -132,6 +132,8 @@ void describe('config/examples', () => {
         },
       ],
       rate_limits: { store: 'memory', default_max_tokens: 1024, max_retry_after_ms: 60000 },
+      plugins: [],
+      plugin_store: { store: 'memory', max_entries: 100000 },
     });
   });
 

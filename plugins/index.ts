@@ -1,0 +1,11 @@
+/**
+ * The first-party plugins by name, for `use:` in a config. Each is imported only when a config
+ * uses it. They are written against `api.ts` exactly as a third-party plugin would be.
+ */
+import type { PluginDefinition } from './api.js';
+
+/** Loads a first-party plugin's definition. */
+export type BuiltinLoader = () => Promise<PluginDefinition<never>>;
+
+/** First-party plugins by `use:` name. */
+export const BUILTIN_PLUGINS: Readonly<Record<string, BuiltinLoader>> = {};
