@@ -8,4 +8,7 @@ import type { PluginDefinition } from './api.js';
 export type BuiltinLoader = () => Promise<PluginDefinition<never>>;
 
 /** First-party plugins by `use:` name. */
-export const BUILTIN_PLUGINS: Readonly<Record<string, BuiltinLoader>> = {};
+export const BUILTIN_PLUGINS: Readonly<Record<string, BuiltinLoader>> = {
+  'model-alias': async () => (await import('./model-alias/model-alias.js')).default,
+  'request-limits': async () => (await import('./request-limits/request-limits.js')).default,
+};
