@@ -10,5 +10,7 @@ export type BuiltinLoader = () => Promise<PluginDefinition<never>>;
 /** First-party plugins by `use:` name. */
 export const BUILTIN_PLUGINS: Readonly<Record<string, BuiltinLoader>> = {
   'model-alias': async () => (await import('./model-alias/model-alias.js')).default,
+  'header-rules': async () => (await import('./header-rules/header-rules.js')).default,
+  'auth-jwt': async () => (await import('./auth-jwt/auth-jwt.js')).default,
   'request-limits': async () => (await import('./request-limits/request-limits.js')).default,
 };
