@@ -25,11 +25,8 @@ function jwt(
 ): string {
   const input = `${b64({ alg, typ: 'JWT', ...(kid === undefined ? {} : { kid }) })}.${b64(claims)}`;
   let sig: Buffer;
-  if (alg === 'HS256')
-    sig = createHmac('sha256', key as Buffer)
-      .update(input)
-      .digest();
-  else if (alg === 'RS256') sig = sign('sha256', Buffer.from(input), key as KeyObject);
+  if (alg === 'HS256') sig = createHmac('sha256', key).update(input).digest();
+  else if (alg === 'RS256') sig = sign('sha256', Buffer.from(input), key);
   else sig = sign('sha256', Buffer.from(input), { key: key as KeyObject, dsaEncoding: 'ieee-p1363' });
   return `${input}.${b64(sig)}`;
 }

@@ -38,7 +38,11 @@ describe('model-alias', { timeout: 30_000 }, () => {
   let client: OpenAI;
 
   before(async () => {
-    fleet = await startSimFleet({ nodes: 1, port: 0, profile: { ...loadSimProfile('fast'), strict_models: true } });
+    fleet = await startSimFleet({
+      nodes: 1,
+      port: 0,
+      profile: { ...loadSimProfile('fast'), strict_models: true },
+    });
     t = await startTestSluice(config(fleet.urls[0]!, false));
     client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
@@ -88,14 +92,22 @@ describe('model-alias', { timeout: 30_000 }, () => {
 
   it('passes other names through, or refuses them with 404 when strict', async () => {
     await assert.rejects(
-      client.chat.completions.create({ model: 'other', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+      client.chat.completions.create({
+        model: 'other',
+        messages: [{ role: 'user', content: 'x' }],
+        max_tokens: 2,
+      }),
       (e: unknown) => e instanceof OpenAI.NotFoundError,
     );
     await t!.close();
     t = await startTestSluice(config(fleet!.urls[0]!, true));
     const strict = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     await assert.rejects(
-      strict.chat.completions.create({ model: 'other', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+      strict.chat.completions.create({
+        model: 'other',
+        messages: [{ role: 'user', content: 'x' }],
+        max_tokens: 2,
+      }),
       (e: unknown) =>
         e instanceof OpenAI.NotFoundError && e.code === 'model_not_found' && /does not exist/.test(e.message),
     );

@@ -56,10 +56,16 @@ describe('request-limits', { timeout: 30_000 }, () => {
   });
 
   const refused = (param: string) => (e: unknown) =>
-    e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === param && e.code === 'invalid_value';
+    e instanceof OpenAI.BadRequestError &&
+    e.status === 400 &&
+    e.param === param &&
+    e.code === 'invalid_value';
 
   it('refuses max_tokens over the cap with a 400 naming the field', async () => {
-    await assert.rejects(client.chat.completions.create({ model: 'm', messages: user, max_tokens: 17 }), refused('max_tokens'));
+    await assert.rejects(
+      client.chat.completions.create({ model: 'm', messages: user, max_tokens: 17 }),
+      refused('max_tokens'),
+    );
   });
 
   it('refuses too many messages, inputs, a forbidden field and a value over its maximum', async () => {
@@ -84,7 +90,12 @@ describe('request-limits', { timeout: 30_000 }, () => {
   });
 
   it('lets a request within the caps through', async () => {
-    const r = await client.chat.completions.create({ model: 'm', messages: user, max_tokens: 16, temperature: 0.5 });
+    const r = await client.chat.completions.create({
+      model: 'm',
+      messages: user,
+      max_tokens: 16,
+      temperature: 0.5,
+    });
     assert.equal(r.object, 'chat.completion');
   });
 
