@@ -96,6 +96,10 @@ export default definePlugin<Options>({
   create(options) {
     const rules = options.fields;
     const cap = options.max_tokens;
+    /** List fields and their most entries. */
+    const listCaps: [string, number][] = [];
+    if (options.max_messages !== undefined) listCaps.push(['messages', options.max_messages]);
+    if (options.max_inputs !== undefined) listCaps.push(['input', options.max_inputs]);
     return {
       onRequest(req: PluginRequest) {
         const body = req.json();
@@ -115,29 +119,16 @@ export default definePlugin<Options>({
           }
           if (clamped !== null) req.setBody(clamped);
         }
-        if (options.max_messages !== undefined && Array.isArray(b['messages'])) {
-          const n = b['messages'].length;
-          if (n > options.max_messages) {
-            req.reject(
-              400,
-              `messages must hold at most ${options.max_messages} entries (got ${n})`,
-              'invalid_value',
-              'messages',
-            );
-            return;
-          }
-        }
-        if (options.max_inputs !== undefined && Array.isArray(b['input'])) {
-          const n = b['input'].length;
-          if (n > options.max_inputs) {
-            req.reject(
-              400,
-              `input must hold at most ${options.max_inputs} entries (got ${n})`,
-              'invalid_value',
-              'input',
-            );
-            return;
-          }
+        for (const [field, max] of listCaps) {
+          const list = b[field];
+          if (!Array.isArray(list) || list.length <= max) continue;
+          req.reject(
+            400,
+            `${field} must hold at most ${max} entries (got ${list.length})`,
+            'invalid_value',
+            field,
+          );
+          return;
         }
         for (const r of rules) {
           const problem = fieldProblem(b, r);

@@ -734,13 +734,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       Errors.totalTimeout,
       `upstream did not finish within ${this.route!.timeouts.totalMs} ms`,
     );
-    if (this.winner !== null) {
-      this.abortStream(err);
-      return;
-    }
-    this.fail(err.kind, err.message);
-    this.first?.cancel(err);
-    this.second?.cancel(err);
+    this.failWith(err);
   }
 
   /** Ends a response whose winner was chosen: aborts the node's answer and tells the client. */
@@ -755,8 +749,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     w?.controller?.abort(err);
   }
 
-  /** A plugin hook failed (not fail_open): a 500 naming it, or the stream ends as a broken one. */
-  pluginFailed(err: SluiceError): void {
+  /**
+   * Ends the request with `err` wherever it stands (a timeout, a failed plugin hook): an error reply
+   * before the head, an SSE error event or a cut body after it; attempts in flight are aborted.
+   */
+  failWith(err: SluiceError): void {
     if (this.finished) return;
     if (this.winner !== null) {
       this.abortStream(err);

@@ -460,7 +460,7 @@ export class PluginRun implements PluginRequest {
     const s = this.s;
     this.errorCode = Errors.pluginFailed.code;
     if (phase === Phase.upstreamRequest && this.att !== null) s.dropAttempt(this.att);
-    s.pluginFailed(new SluiceError(Errors.pluginFailed, message));
+    s.failWith(new SluiceError(Errors.pluginFailed, message));
     return false;
   }
 
