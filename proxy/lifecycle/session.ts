@@ -12,11 +12,11 @@ import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
 import type { Route } from '../route/route-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
-import { Attempt, type Controller, type UpstreamHeaders } from './attempt.js';
+import { Attempt } from './attempt.js';
 import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
-import { responseHeaders } from './headers.js';
+import { readResponseHead } from './headers.js';
 import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
 import { requestDeadline, type AdmissionRejection } from '../admission/admission-ticket.js';
@@ -431,7 +431,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   // ---- attempt events (from Attempt, the undici handler) ----
 
-  attemptHead(att: Attempt, status: number, headers: UpstreamHeaders): void {
+  attemptHead(att: Attempt, status: number, rawHeaders: Buffer[]): void {
     // HOT
     if (this.finished || att.cancelled) return;
     const now = nowMs();
@@ -439,6 +439,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const ttfb = now - att.startMs;
     const pool = this.pool!;
     const state = pool.state;
+    const head = readResponseHead(rawHeaders, this.id);
     const bit = retryBitForStatus(status);
     // A busy node's 429 is not a sign of a broken node; 5xx is.
     if (status >= 500) state.health?.recordFailure(att.node, statusReason(status));
@@ -449,7 +450,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.discard = true;
       att.retryBit = bit;
       att.retryPlanned = this.live === 1;
-      att.retryAfterMs = retryAfterMs(headers['retry-after'], this.route!.retries.maxRetryAfterMs);
+      att.retryAfterMs = retryAfterMs(head.retryAfter, this.route!.retries.maxRetryAfterMs);
       this.lastError = new SluiceError(Errors.upstreamStatus, `upstream node answered ${status}`);
       if (att.retryPlanned) this.clearHedgeTimer();
       return;
@@ -463,13 +464,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (att.hedge) state.hedgeWins++;
     this.cancelOthers(att);
     this.route!.stats.ttfb.recordMs(ttfb);
-    const ct = headers['content-type'];
-    this.sse = typeof ct === 'string' && ct.startsWith('text/event-stream');
-    const cl = headers['content-length'];
-    const length = typeof cl === 'string' && !this.sse ? Number(cl) : -1;
+    this.sse = head.contentType.startsWith('text/event-stream');
+    const length = head.contentLength !== '' && !this.sse ? Number(head.contentLength) : -1;
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
     this.status = status;
-    const out = responseHeaders(headers, this.id);
+    const out = head.headers;
     if (this.limit !== null) rateLimitHeaders(this.limit, out);
     if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
     // While draining, tell the client not to reuse the connection (uWS closes it when the drain ends).
@@ -477,7 +476,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody);
   }
 
-  attemptData(att: Attempt, controller: Controller, chunk: Buffer): void {
+  attemptData(att: Attempt, chunk: Buffer): void {
     // HOT
     if (att !== this.winner || this.finished) return;
     if (this.sse && att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
@@ -486,7 +485,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       this.tail1 = this.tail2;
       this.tail2 = chunk;
     }
-    if (!this.downstream.write(chunk)) controller.pause();
+    if (!this.downstream.write(chunk)) att.pause();
   }
 
   /** Looks for the first event of a streamed answer in `chunk`; records time to first token once. */
@@ -652,7 +651,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   /** The client can take more bytes: resume the upstream body. */
   onDownstreamDrain(): void {
-    this.winner?.controller?.resume();
+    this.winner?.resume();
   }
 
   /** The client disconnected: abort upstream attempts and release everything. */
@@ -681,7 +680,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       w.cancelled = true;
       this.releaseAttempt(w);
       this.endAfterHead(err);
-      w.controller?.abort(err);
+      w.abort(err);
       return;
     }
     this.fail(err.kind, err.message);
