@@ -26,6 +26,8 @@ export class Attempt {
   readonly hedge: boolean;
   /** Dispatch time, monotonic ms. */
   readonly startMs: number;
+  /** Tokens this attempt adds to its node's `inFlightCost` (0 when the pool does not weigh work). */
+  readonly cost: number;
   /** undici's abort for this exchange; null until it connected. */
   private abortExchange: ((reason: Error) => void) | null = null;
   /** undici's resume for a paused body; null before the head. */
@@ -54,12 +56,20 @@ export class Attempt {
   /** Where the search for the first SSE event stands between chunks (see sse-first-event.ts). */
   sseScan = SSE_LINE_START;
 
-  constructor(session: Session, node: UpstreamNode, number: number, hedge: boolean, startMs: number) {
+  constructor(
+    session: Session,
+    node: UpstreamNode,
+    number: number,
+    hedge: boolean,
+    startMs: number,
+    cost: number,
+  ) {
     this.session = session;
     this.node = node;
     this.number = number;
     this.hedge = hedge;
     this.startMs = startMs;
+    this.cost = cost;
   }
 
   /** Aborts the upstream exchange if it is still running. */

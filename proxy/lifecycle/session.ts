@@ -379,13 +379,15 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     const now = nowMs();
-    const att = new Attempt(this, node, ++this.attempts, hedge, now);
+    // Tokens are estimated (the JSON body parsed) only for a pool whose policy weighs them.
+    const cost = this.pool!.policy.weighsCost ? this.cost : 0;
+    const att = new Attempt(this, node, ++this.attempts, hedge, now, cost);
     if (this.first === null || this.first.released) this.first = att;
     else this.second = att;
     this.live++;
     if (this.tried !== null) this.tried.push(node);
     node.inFlight++;
-    node.inFlightCost += this.cost;
+    node.inFlightCost += cost;
     node.attempts++;
     const t = route.timeouts;
     node.dispatch(
@@ -558,7 +560,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     att.released = true;
     this.live--;
     att.node.inFlight--;
-    att.node.inFlightCost -= this.cost;
+    att.node.inFlightCost -= att.cost;
   }
 
   private cancelOthers(winner: Attempt): void {
