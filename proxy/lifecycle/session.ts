@@ -31,6 +31,7 @@ import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
 import { SSE_EVENT_FOUND, scanSseForEvent } from './sse-first-event.js';
+import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
 
 /** What a session needs from the server that owns it. */
@@ -50,7 +51,7 @@ const NO_NODE_RETRY_AFTER: readonly string[] = retryAfterHeaders(1000);
 const BALANCE_MAX_TOKENS = 256;
 const UNPARSED = Symbol('unparsed');
 
-export class Session implements PickRequest, AffinitySource, GateOwner, BatchItemSink {
+export class Session implements PickRequest, AffinitySource, GateOwner, BatchItemSink, DeadlineEntry {
   readonly host: SessionHost;
   readonly plan: Plan;
   readonly downstream: Downstream;
@@ -114,7 +115,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private fallbackIndex = 0;
   private hedged = false;
   private lastError: SluiceError | null = null;
-  private totalTimer: NodeJS.Timeout | null = null;
+  /** The route's total-timeout deadline (see deadline-list.ts): monotonic ms and list links. */
+  deadlineAt = 0;
+  dlPrev: DeadlineEntry | null = null;
+  dlNext: DeadlineEntry | null = null;
+  dlList: DeadlineList | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private hedgeTimer: NodeJS.Timeout | null = null;
   private sse = false;
@@ -316,8 +321,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const state = this.pool!.state;
     state.retryBudget.deposit();
     state.hedgeBudget?.deposit();
-    const total = route.timeouts.totalMs;
-    if (total > 0) this.totalTimer = setTimeout(onTotalTimeout, total, this);
+    if (route.deadlines !== null) route.deadlines.add(this, nowMs());
     const batcher = route.batcher;
     if (batcher !== null) {
       const body = this.json();
@@ -670,8 +674,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /** The route's total timeout fired. */
+  onDeadline(): void {
+    this.onTotalTimeout();
+  }
+
   onTotalTimeout(): void {
-    this.totalTimer = null;
     if (this.finished) return;
     const err = new SluiceError(
       Errors.totalTimeout,
@@ -735,7 +742,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     if (this.finished) return;
     this.finished = true;
-    if (this.totalTimer !== null) clearTimeout(this.totalTimer);
+    this.dlList?.remove(this);
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
     const now = nowMs();
@@ -760,10 +767,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.plan.release();
     this.host.sessionDone(this);
   }
-}
-
-function onTotalTimeout(s: Session): void {
-  s.onTotalTimeout();
 }
 
 function onRetryTimer(s: Session): void {

@@ -25,7 +25,8 @@ export interface DownstreamListener {
 export class UwsDownstream implements Downstream {
   aborted = false;
   started = false;
-  private readonly res: HttpResponse;
+  /** The uWS response; touched only by this class and its corked functions. */
+  readonly res: HttpResponse;
   private listener: DownstreamListener | null = null;
   /** Declared response length, or -1 for chunked. */
   private total = -1;
@@ -125,12 +126,11 @@ export class UwsDownstream implements Downstream {
     body: string | Uint8Array,
     close: boolean,
   ): void {
-    corked = this;
     argStatus = status;
     argHeaders = headers;
     argBody = body;
     argClose = close;
-    this.res.cork(corkedReply);
+    corkWith(this, corkedReply);
     argHeaders = null;
     argBody = '';
   }
@@ -161,19 +161,17 @@ export class UwsDownstream implements Downstream {
     this.headHeaders = headers;
     if (noBody || contentLength === 0) {
       this.ended = true;
-      corked = this;
       argClose = noBody;
-      this.res.cork(corkedEmpty);
+      corkWith(this, corkedEmpty);
     }
   }
 
   write(chunk: Uint8Array): boolean {
     // HOT
     if (this.aborted || this.ended) return true;
-    corked = this;
     argChunk = chunk;
     writeOk = true;
-    this.res.cork(corkedWrite);
+    corkWith(this, corkedWrite);
     argChunk = null;
     if (!writeOk) this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
     return writeOk;
@@ -231,8 +229,7 @@ export class UwsDownstream implements Downstream {
       this.res.close();
       return;
     }
-    corked = this;
-    this.res.cork(corkedEnd);
+    corkWith(this, corkedEnd);
   }
 
   /** The end of a chunked body, inside a cork (with the kept head when no byte was written yet). */
@@ -278,6 +275,13 @@ let argBody: string | Uint8Array = '';
 let argClose = false;
 /** Result of the last corked write: false under backpressure. */
 let writeOk = true;
+
+/** Runs `fn` corked on `d`'s response, with `d` as the target of the corked functions. */
+function corkWith(d: UwsDownstream, fn: () => void): void {
+  // HOT
+  corked = d;
+  d.res.cork(fn);
+}
 
 function corkedWrite(): void {
   corked!.writeCorked(argChunk!);
