@@ -7,7 +7,7 @@
  * that have plugins). It never touches uWS or undici objects: it goes through the Session.
  */
 import type { PhaseName, PluginRequest, Usage } from '../../plugins/api.js';
-import type { Attempt, Controller } from '../lifecycle/attempt.js';
+import type { Attempt } from '../lifecycle/attempt.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
 import type { Session } from '../lifecycle/session.js';
@@ -102,7 +102,8 @@ export class PluginRun implements PluginRequest {
   private respLength = -1;
   private respNoBody = false;
   private sse = false;
-  private controller: Controller | null = null;
+  /** The winning attempt: its body is paused and resumed through it. */
+  private controller: Attempt | null = null;
   /** While a head or chunk hook is pending: chunks (null = the end) that arrived meanwhile. */
   private holding = false;
   private held: (Buffer | null)[] | null = null;
@@ -192,16 +193,9 @@ export class PluginRun implements PluginRequest {
    * The winner's head: runs onResponseHead, then writes the head (chunked when chunk hooks may
    * change the body). A pending head hook pauses the node's body; its chunks wait here.
    */
-  responseHead(
-    att: Attempt,
-    controller: Controller | null,
-    status: number,
-    headers: string[],
-    length: number,
-    noBody: boolean,
-  ): void {
+  responseHead(att: Attempt, status: number, headers: string[], length: number, noBody: boolean): void {
     this.att = att;
-    this.controller = controller;
+    this.controller = att;
     this.respStatus = status;
     this.respHeaders = headers;
     this.respNoBody = noBody;
@@ -219,9 +213,9 @@ export class PluginRun implements PluginRequest {
   }
 
   /** A body chunk of the winner (null: the body ended). */
-  responseBody(controller: Controller | null, chunk: Buffer | null): void {
+  responseBody(att: Attempt | null, chunk: Buffer | null): void {
     // HOT
-    if (controller !== null) this.controller = controller;
+    if (att !== null) this.controller = att;
     if (this.holding) {
       (this.held ??= []).push(chunk);
       this.controller?.pause();
