@@ -152,6 +152,26 @@ describe('plugin failure isolation', { timeout: 90_000 }, () => {
     });
   }
 
+  it('gives back everything when the client leaves while a hook is pending', async () => {
+    for (const phase of ['onRoute', 'onUpstreamRequest', 'onResponseHead'] as const) {
+      const name = `f-${phase}-hang`;
+      const before = await errors(name, phase);
+      const ac = new AbortController();
+      const pending = fetch(`${t!.url}/v1/chat/completions`, {
+        ...chatRequest({}, { 'x-case': name }),
+        signal: ac.signal,
+      });
+      await waitFor(() => t!.sluice.stats.inFlight === 1, 2000, 'the request in flight');
+      ac.abort();
+      await assert.rejects(pending);
+      await waitFor(() => t!.sluice.stats.inFlight === 0, 2000, `${phase}: the request finished`);
+      await waitFor(() => findNode(t!, fleet!.urls[0]!)!.inFlight === 0, 2000, `${phase}: the node released`);
+      // The hook that was still pending when the client left is not counted as failed.
+      await new Promise((r) => setTimeout(r, 150));
+      assert.equal(await errors(name, phase), before);
+    }
+  });
+
   it('keeps serving after every failure', async () => {
     const r = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
     assert.equal(r.status, 200);
