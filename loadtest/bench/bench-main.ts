@@ -69,7 +69,7 @@ async function planFor(runDir: string): Promise<BenchPlan> {
   );
 }
 
-/** Drops targets served by `server` (or every one when it is null), recording why. */
+/** The targets without those `test` selects; each dropped one is logged and recorded as failed. */
 function drop(
   targets: PlannedTarget[],
   test: (t: PlannedTarget) => boolean,
