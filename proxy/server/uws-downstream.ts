@@ -1,10 +1,13 @@
 /**
  * The Downstream implementation over a uWS HttpResponse: body collection with a size limit, writes
  * from async code inside `cork`, and backpressure through `tryEnd`/`write` + `onWritable`. It is the
- * only object that holds the HttpResponse, and it never touches it after `onAborted` fired.
+ * only object that holds the HttpResponse, and it never touches it after `onAborted` fired. It also
+ * keeps the listener's body and write deadlines (uWS has no per-listener setting for either).
  */
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Downstream } from '../lifecycle/downstream.js';
+import type { ErrorKind } from '../lifecycle/errors.js';
+import type { ListenerRuntime } from './request-intake.js';
 import { statusLine } from './status-lines.js';
 
 /** Receives the events of the client connection. */
@@ -15,6 +18,8 @@ export interface DownstreamListener {
   onBodyTooLarge(): void;
   onDownstreamDrain(): void;
   onDownstreamAborted(): void;
+  /** Answers with a local error (a body deadline) and finishes; the kind decides the close. */
+  fail(kind: ErrorKind, message: string): void;
 }
 
 export class UwsDownstream implements Downstream {
@@ -38,12 +43,19 @@ export class UwsDownstream implements Downstream {
   private bodyChunks: Buffer[] | null = null;
   private bodyLength = 0;
   private maxBody = 0;
+  private readonly rt: ListenerRuntime;
+  /** Fires when the body did not arrive within `body_timeout_ms` (armed only while reading one). */
+  private bodyTimer: NodeJS.Timeout | null = null;
+  /** Fires when the client took no bytes for `write_timeout_ms` (armed only under backpressure). */
+  private writeTimer: NodeJS.Timeout | null = null;
 
-  constructor(res: HttpResponse) {
+  constructor(res: HttpResponse, rt: ListenerRuntime) {
     this.res = res;
+    this.rt = rt;
     res.onAborted(() => {
       if (this.aborted) return;
       this.aborted = true;
+      this.clearTimers();
       this.listener?.onDownstreamAborted();
     });
   }
@@ -61,7 +73,31 @@ export class UwsDownstream implements Downstream {
     this.maxBody = max;
     if (declared > 0) this.bodyBuf = Buffer.allocUnsafe(declared);
     else this.bodyChunks = [];
+    this.bodyTimer = setTimeout(onBodyTimeout, this.rt.config.body_timeout_ms, this);
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
+  }
+
+  /** The body deadline passed: refuse the request (408, connection closed). */
+  bodyTimedOut(): void {
+    this.bodyTimer = null;
+    if (this.aborted || this.maxBody < 0 || this.listener === null) return;
+    this.maxBody = -1;
+    this.rt.bodyTimedOut(this.listener);
+  }
+
+  /** The client took no bytes for `write_timeout_ms`: close, which aborts the request. */
+  writeTimedOut(): void {
+    this.writeTimer = null;
+    if (this.aborted) return;
+    this.rt.stats.writeTimeouts++;
+    this.res.close();
+  }
+
+  private clearTimers(): void {
+    if (this.bodyTimer !== null) clearTimeout(this.bodyTimer);
+    if (this.writeTimer !== null) clearTimeout(this.writeTimer);
+    this.bodyTimer = null;
+    this.writeTimer = null;
   }
 
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
@@ -72,6 +108,7 @@ export class UwsDownstream implements Downstream {
       // The chunk's memory is reclaimed when this callback returns: copy it now.
       if (this.bodyLength + n > this.bodyBuf.length) {
         this.maxBody = -1;
+        this.clearTimers();
         this.listener?.onBodyTooLarge();
         return;
       }
@@ -79,6 +116,7 @@ export class UwsDownstream implements Downstream {
     } else {
       if (this.bodyLength + n > this.maxBody) {
         this.maxBody = -1;
+        this.clearTimers();
         this.listener?.onBodyTooLarge();
         return;
       }
@@ -93,6 +131,7 @@ export class UwsDownstream implements Downstream {
     else body = this.bodyLength === 0 ? null : Buffer.concat(this.bodyChunks!, this.bodyLength);
     this.bodyBuf = null;
     this.bodyChunks = null;
+    this.clearTimers();
     this.listener?.onBody(body);
   }
 
@@ -168,12 +207,18 @@ export class UwsDownstream implements Downstream {
         ok = this.res.write(chunk);
       }
     });
-    if (!ok) this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
+    if (!ok) {
+      this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
+      if (this.writeTimer === null)
+        this.writeTimer = setTimeout(onWriteTimeout, this.rt.config.write_timeout_ms, this);
+    }
     return ok;
   }
 
   private onWritable(offset: number): boolean {
     if (this.aborted) return true;
+    // The client took bytes: its write deadline starts again.
+    this.writeTimer?.refresh();
     const pending = this.pending;
     if (pending !== null) {
       const [written, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
@@ -181,10 +226,12 @@ export class UwsDownstream implements Downstream {
       if (!written && !done) return false;
       this.pending = null;
       if (this.endAfterDrain) {
+        this.clearTimers();
         this.end();
         return true;
       }
     }
+    this.clearTimers();
     this.listener?.onDownstreamDrain();
     return true;
   }
@@ -196,6 +243,7 @@ export class UwsDownstream implements Downstream {
       return;
     }
     this.ended = true;
+    this.clearTimers();
     this.res.cork(() => {
       if (this.total >= 0) {
         // A sized body that came up short: the node broke its own Content-Length. Marked aborted
@@ -211,6 +259,7 @@ export class UwsDownstream implements Downstream {
   destroy(): void {
     if (this.aborted || this.ended) return;
     this.ended = true;
+    this.clearTimers();
     // Marked aborted first: the onAborted that close() fires must not report a client abort.
     this.aborted = true;
     this.res.close();
@@ -219,4 +268,12 @@ export class UwsDownstream implements Downstream {
 
 function sendCloseReply(d: UwsDownstream): void {
   d.flushCloseReply();
+}
+
+function onBodyTimeout(d: UwsDownstream): void {
+  d.bodyTimedOut();
+}
+
+function onWriteTimeout(d: UwsDownstream): void {
+  d.writeTimedOut();
 }
