@@ -277,8 +277,12 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     this.bodyDeadline = 0;
     this.closing = true;
     this.parser.stop();
-    partial?.abort();
-    if (this.queue.length === 0) this.socket.end();
+    if (partial !== null) {
+      partial.abort();
+      this.queue.splice(this.queue.indexOf(partial), 1);
+    }
+    if (this.queue.length === 0) this.end();
+    else if (this.queue[0]!.done) this.advance();
   }
 
   private onClose(): void {
