@@ -385,15 +385,25 @@ export class Http1Parser {
 
   private lengthBody(buf: Buffer): boolean {
     // HOT
+    if (this.take(buf, S_HEAD) && this.state === S_HEAD) this.owner.onBodyEnd();
+    return this.state !== S_DEAD;
+  }
+
+  /**
+   * Hands the owner the next body bytes, up to `remaining`; when they are all there, moves to
+   * `next` (before the owner's callback, which may stop the parser). True when `remaining` is 0.
+   */
+  private take(buf: Buffer, next: number): boolean {
+    // HOT
     const avail = buf.length - this.pos;
     const n = avail < this.remaining ? avail : this.remaining;
     const chunk = buf.subarray(this.pos, this.pos + n);
     this.pos += n;
     this.remaining -= n;
-    if (this.remaining === 0) this.state = S_HEAD;
+    const done = this.remaining === 0;
+    if (done) this.state = next;
     this.owner.onBodyData(chunk);
-    if (this.remaining === 0 && this.state === S_HEAD) this.owner.onBodyEnd();
-    return this.state !== S_DEAD;
+    return done;
   }
 
   /** `chunk-size [ chunk-ext ] CRLF` (RFC 9112 §7.1); extensions are checked and ignored. */
@@ -440,13 +450,7 @@ export class Http1Parser {
 
   private chunkData(buf: Buffer): boolean {
     // HOT
-    const avail = buf.length - this.pos;
-    const n = avail < this.remaining ? avail : this.remaining;
-    const chunk = buf.subarray(this.pos, this.pos + n);
-    this.pos += n;
-    this.remaining -= n;
-    if (this.remaining === 0) this.state = S_CHUNK_CRLF;
-    this.owner.onBodyData(chunk);
+    this.take(buf, S_CHUNK_CRLF);
     return this.state !== S_DEAD;
   }
 

@@ -170,6 +170,16 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     this.queuedBytes += data.length;
   }
 
+  sendAll(ex: NetExchange, a: Buffer | string, b: Buffer | string, c: Buffer | string | null): void {
+    // HOT
+    const first = this.queue[0] === ex && !this.closed;
+    if (first) this.socket.cork();
+    this.send(ex, a);
+    this.send(ex, b);
+    if (c !== null) this.send(ex, c);
+    if (first) this.socket.uncork();
+  }
+
   full(): boolean {
     // HOT
     return this.socket.writableLength + this.queuedBytes >= this.rt.config.write_buffer_bytes;

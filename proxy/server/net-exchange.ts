@@ -5,6 +5,7 @@
  * which writes them in request order. It never touches the socket itself.
  */
 import type { ErrorKind } from '../lifecycle/errors.js';
+import { BodyCollector } from './body-collector.js';
 import type { DownstreamListener } from './uws-downstream.js';
 import type { ServerDownstream } from './request-intake.js';
 import { statusLine } from './status-lines.js';
@@ -13,6 +14,8 @@ import { statusLine } from './status-lines.js';
 export interface ExchangeConnection {
   /** Response bytes of `ex`, written now if it is the oldest unanswered exchange, else queued. */
   send(ex: NetExchange, data: Buffer | string): void;
+  /** Like `send` for two or three pieces, written in one system call when they go out now. */
+  sendAll(ex: NetExchange, a: Buffer | string, b: Buffer | string, c: Buffer | string | null): void;
   /** True when the connection holds as many response bytes as it may: the writer must wait. */
   full(): boolean;
   /** `ex`'s response is complete (all its bytes were given to `send`). */
@@ -38,7 +41,7 @@ function date(): string {
   return dateField;
 }
 
-export class NetExchange implements ServerDownstream {
+export class NetExchange extends BodyCollector implements ServerDownstream {
   aborted = false;
   started = false;
   /** The response is complete: every byte went to the connection. */
@@ -57,13 +60,9 @@ export class NetExchange implements ServerDownstream {
   private readonly http10: boolean;
   /** Response framing: -1 chunked, -2 close-delimited (HTTP/1.0), else body bytes still expected. */
   private remaining = 0;
-  /** Body collection state. */
-  private bodyBuf: Buffer | null = null;
-  private bodyChunks: Buffer[] | null = null;
-  private bodyLength = 0;
-  private maxBody = 0;
 
   constructor(conn: ExchangeConnection, http10: boolean, closeAfter: boolean) {
+    super();
     this.conn = conn;
     this.http10 = http10;
     this.closeAfter = closeAfter;
@@ -74,43 +73,25 @@ export class NetExchange implements ServerDownstream {
   }
 
   readBody(declared: number, max: number): void {
-    this.maxBody = max;
-    if (declared > 0) this.bodyBuf = Buffer.allocUnsafe(declared);
-    else this.bodyChunks = [];
+    this.startBody(declared, max);
   }
 
-  /** Body bytes from the parser (a view into the received chunk, which is not reused). */
+  /** Body bytes from the parser (a view into a received chunk, which is not reused). */
   bodyData(chunk: Buffer): void {
     // HOT
     if (this.aborted || this.maxBody < 0) return;
-    const n = chunk.length;
-    if (this.bodyLength + n > (this.bodyBuf !== null ? this.bodyBuf.length : this.maxBody)) {
-      this.refuseBody();
-      this.listener?.onBodyTooLarge();
-      return;
-    }
-    if (this.bodyBuf !== null) chunk.copy(this.bodyBuf, this.bodyLength);
-    else if (n > 0) this.bodyChunks!.push(chunk);
-    this.bodyLength += n;
+    if (!this.addBody(chunk, false)) this.listener?.onBodyTooLarge();
   }
 
   /** The parser saw the end of the body. */
   bodyEnd(): void {
     if (this.aborted || this.maxBody < 0) return;
-    let body: Buffer | null;
-    if (this.bodyBuf !== null) body = this.bodyBuf;
-    else body = this.bodyLength === 0 ? null : Buffer.concat(this.bodyChunks!, this.bodyLength);
-    this.bodyBuf = null;
-    this.bodyChunks = null;
-    this.maxBody = 0;
-    this.listener?.onBody(body);
+    this.listener?.onBody(this.takeBody());
   }
 
   /** Stops collecting the body (refused, timed out). */
   refuseBody(): void {
-    this.maxBody = -1;
-    this.bodyBuf = null;
-    this.bodyChunks = null;
+    this.giveUpBody();
   }
 
   /** The body deadline passed: the listener answers 408 (through `fail`). */
@@ -132,8 +113,10 @@ export class NetExchange implements ServerDownstream {
     this.started = true;
     if (close) this.closeAfter = true;
     const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    this.conn.send(this, this.head(status, headers, `content-length: ${length}\r\n`));
-    if (length > 0) this.conn.send(this, typeof body === 'string' ? Buffer.from(body) : Buffer.from(body));
+    const head = this.head(status, headers, `content-length: ${length}\r\n`);
+    if (length === 0) this.conn.send(this, head);
+    else
+      this.conn.sendAll(this, head, typeof body === 'string' ? Buffer.from(body) : Buffer.from(body), null);
     this.finish();
   }
 
@@ -167,9 +150,7 @@ export class NetExchange implements ServerDownstream {
     if (n === 0) return true;
     const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, n);
     if (this.remaining === -1) {
-      this.conn.send(this, `${n.toString(16)}\r\n`);
-      this.conn.send(this, buf);
-      this.conn.send(this, CRLF);
+      this.conn.sendAll(this, `${n.toString(16)}\r\n`, buf, CRLF);
     } else if (this.remaining === -2) {
       this.conn.send(this, buf);
     } else {

@@ -7,6 +7,7 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Downstream } from '../lifecycle/downstream.js';
 import type { ErrorKind } from '../lifecycle/errors.js';
+import { BodyCollector } from './body-collector.js';
 import type { ListenerRuntime } from './request-intake.js';
 import { statusLine } from './status-lines.js';
 
@@ -22,7 +23,7 @@ export interface DownstreamListener {
   fail(kind: ErrorKind, message: string): void;
 }
 
-export class UwsDownstream implements Downstream {
+export class UwsDownstream extends BodyCollector implements Downstream {
   aborted = false;
   started = false;
   private readonly res: HttpResponse;
@@ -38,11 +39,6 @@ export class UwsDownstream implements Downstream {
   private writable: ((offset: number) => boolean) | null = null;
   /** A reply that closes the connection, written on the next turn of the event loop. */
   private closeReply: { status: number; headers: readonly string[]; body: string | Uint8Array } | null = null;
-  /** Body collection state. */
-  private bodyBuf: Buffer | null = null;
-  private bodyChunks: Buffer[] | null = null;
-  private bodyLength = 0;
-  private maxBody = 0;
   private readonly rt: ListenerRuntime;
   /** Fires when the body did not arrive within `body_timeout_ms` (armed only while reading one). */
   private bodyTimer: NodeJS.Timeout | null = null;
@@ -50,6 +46,7 @@ export class UwsDownstream implements Downstream {
   private writeTimer: NodeJS.Timeout | null = null;
 
   constructor(res: HttpResponse, rt: ListenerRuntime) {
+    super();
     this.res = res;
     this.rt = rt;
     res.onAborted(() => {
@@ -70,9 +67,7 @@ export class UwsDownstream implements Downstream {
    * `onBody` runs once with the complete body, or `onBodyTooLarge` once when `max` is exceeded.
    */
   readBody(declared: number, max: number): void {
-    this.maxBody = max;
-    if (declared > 0) this.bodyBuf = Buffer.allocUnsafe(declared);
-    else this.bodyChunks = [];
+    this.startBody(declared, max);
     this.bodyTimer = setTimeout(onBodyTimeout, this.rt.config.body_timeout_ms, this);
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
@@ -81,7 +76,7 @@ export class UwsDownstream implements Downstream {
   bodyTimedOut(): void {
     this.bodyTimer = null;
     if (this.aborted || this.maxBody < 0 || this.listener === null) return;
-    this.maxBody = -1;
+    this.giveUpBody();
     this.rt.bodyTimedOut(this.listener);
   }
 
@@ -103,36 +98,15 @@ export class UwsDownstream implements Downstream {
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
     // HOT
     if (this.aborted || this.maxBody < 0) return;
-    const n = chunk.byteLength;
-    if (this.bodyBuf !== null) {
-      // The chunk's memory is reclaimed when this callback returns: copy it now.
-      if (this.bodyLength + n > this.bodyBuf.length) {
-        this.maxBody = -1;
-        this.clearTimers();
-        this.listener?.onBodyTooLarge();
-        return;
-      }
-      this.bodyBuf.set(new Uint8Array(chunk), this.bodyLength);
-    } else {
-      if (this.bodyLength + n > this.maxBody) {
-        this.maxBody = -1;
-        this.clearTimers();
-        this.listener?.onBodyTooLarge();
-        return;
-      }
-      if (n > 0) this.bodyChunks!.push(Buffer.from(new Uint8Array(chunk)));
+    // The chunk's memory is reclaimed when this callback returns: the collector copies it.
+    if (!this.addBody(new Uint8Array(chunk), true)) {
+      this.clearTimers();
+      this.listener?.onBodyTooLarge();
+      return;
     }
-    this.bodyLength += n;
     if (!isLast) return;
-    let body: Buffer | null;
-    if (this.bodyBuf !== null)
-      body =
-        this.bodyLength === this.bodyBuf.length ? this.bodyBuf : this.bodyBuf.subarray(0, this.bodyLength);
-    else body = this.bodyLength === 0 ? null : Buffer.concat(this.bodyChunks!, this.bodyLength);
-    this.bodyBuf = null;
-    this.bodyChunks = null;
     this.clearTimers();
-    this.listener?.onBody(body);
+    this.listener?.onBody(this.takeBody());
   }
 
   reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void {

@@ -18,6 +18,19 @@ const WRITE_TIMEOUT_MS = 600;
 const WRITE_BUFFER_BYTES = 65536;
 const MAX_CONNECTIONS = 5;
 
+/**
+ * Reads a 408 `request_timeout` from `conn`, checks the connection closes, and that the deadline
+ * `deadlineMs` (counted from `started`) was kept.
+ */
+async function assertTimedOut(conn: RawConnection, started: number, deadlineMs: number): Promise<void> {
+  const r = await conn.readResponse(5000);
+  assert.equal(r.status, 408);
+  assert.match(r.body.toString(), /request_timeout/);
+  assert.equal(await conn.waitClosed(), true, 'the connection stayed open');
+  const took = Date.now() - started;
+  assert.ok(took >= deadlineMs - 50 && took < deadlineMs + 1500, `answered after ${took} ms`);
+}
+
 /** Writes `text` one byte every `everyMs` until it is sent or the connection closes. */
 async function trickle(conn: RawConnection, text: string, everyMs: number): Promise<void> {
   for (const ch of text) {
@@ -75,15 +88,7 @@ for (const engine of ENGINES) {
             'GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa',
             50,
           );
-          const r = await conn.readResponse(5000);
-          assert.equal(r.status, 408);
-          assert.match(r.body.toString(), /request_timeout/);
-          assert.equal(await conn.waitClosed(), true, 'the connection stayed open');
-          const took = Date.now() - started;
-          assert.ok(
-            took >= HEADER_TIMEOUT_MS - 50 && took < HEADER_TIMEOUT_MS + 1500,
-            `closed after ${took} ms`,
-          );
+          await assertTimedOut(conn, started, HEADER_TIMEOUT_MS);
         } finally {
           conn.destroy();
         }
@@ -140,12 +145,7 @@ for (const engine of ENGINES) {
           '"m", "prompt": "a very slow body indeed", "max_tokens": 1, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxx',
           50,
         );
-        const r = await conn.readResponse(5000);
-        assert.equal(r.status, 408);
-        assert.match(r.body.toString(), /request_timeout/);
-        assert.equal(await conn.waitClosed(), true, 'the connection stayed open');
-        const took = Date.now() - started;
-        assert.ok(took >= BODY_TIMEOUT_MS - 50 && took < BODY_TIMEOUT_MS + 1500, `answered after ${took} ms`);
+        await assertTimedOut(conn, started, BODY_TIMEOUT_MS);
       } finally {
         conn.destroy();
       }
