@@ -107,7 +107,10 @@ export class Plan {
   private dispose(): void {
     // Batchers first: close() drains what they hold (nothing, once no request holds the plan);
     // the nodes' pools close gracefully after their last call.
-    for (const r of this.routes.routes) if (r.batcher !== null) void r.batcher.close();
+    for (const r of this.routes.routes) {
+      if (r.batcher !== null) void r.batcher.close();
+      r.deadlines?.close();
+    }
     for (const n of this.nodes) this.registry.release(n);
     for (const s of this.orphans) s.close();
     this.orphans = [];

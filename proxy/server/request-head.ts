@@ -6,7 +6,7 @@
  * `addHeader` and `endHead`, so the rules exist once.
  */
 import type { HttpRequest } from 'uWebSockets.js';
-import { REQUEST_NOT_FORWARDED, connectionTokens } from '../lifecycle/headers.js';
+import { REQUEST_NOT_FORWARDED, connectionTokens, removeNamed } from '../lifecycle/headers.js';
 
 /**
  * The captured head. One instance is reused for every request: capture runs synchronously, and
@@ -174,7 +174,7 @@ export function endHead(remoteAddress: string): RequestHead {
     if (CLOSE_TOKEN.test(connection)) head.closeAfter = true;
     else if (head.http10 && KEEP_ALIVE_TOKEN.test(connection)) head.closeAfter = false;
     const named = connectionTokens(connection);
-    if (named !== null) removeHeaders(head.headers, named);
+    if (named !== null) removeNamed(head.headers, named);
   }
   head.headers.push(
     'x-forwarded-for',
@@ -209,14 +209,4 @@ function hostWithoutPort(host: string): string {
   }
   const colon = h.indexOf(':');
   return colon < 0 ? h : h.slice(0, colon);
-}
-
-function removeHeaders(headers: string[], names: ReadonlySet<string>): void {
-  let w = 0;
-  for (let r = 0; r < headers.length; r += 2) {
-    if (names.has(headers[r]!)) continue;
-    headers[w++] = headers[r]!;
-    headers[w++] = headers[r + 1]!;
-  }
-  headers.length = w;
 }
