@@ -13,7 +13,7 @@
  */
 import type { Socket } from 'node:net';
 import { nowMs } from '../lifecycle/clock.js';
-import { Errors, type ErrorKind } from '../lifecycle/errors.js';
+import type { ErrorKind } from '../lifecycle/errors.js';
 import type { SessionHost } from '../lifecycle/session.js';
 import { BODY_CHUNKED, BODY_NONE, Http1Parser, STOP, type Http1ParserOwner } from './http1-parser.js';
 import { endHead } from './request-head.js';
@@ -311,12 +311,11 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   checkDeadlines(now: number): void {
     if (this.headDeadline !== 0 && now >= this.headDeadline) {
       this.headDeadline = 0;
+      // Closed without an answer, partial head or idle: a 408 would cost a write and a lingering
+      // close per connection, which is what a slowloris attack wants Sluice to spend.
       if (this.parser.midRequest && this.bodyTarget === null) {
         this.rt.stats.headerTimeouts++;
-        this.onParseError(
-          Errors.requestTimeout,
-          `the request head did not arrive within ${this.rt.config.header_timeout_ms} ms`,
-        );
+        this.socket.destroy();
       } else if (this.queue.length === 0) {
         this.socket.destroy(); // an idle keep-alive connection
       }

@@ -2,7 +2,9 @@
  * One request/response exchange on a connection of Sluice's own HTTP/1.1 engine: the Downstream a
  * Session talks to. It collects the request body the parser hands it, frames the response
  * (Content-Length, chunked, or close-delimited for HTTP/1.0) and gives its bytes to the connection,
- * which writes them in request order. It never touches the socket itself.
+ * which writes them in request order. It never touches the socket itself. A streamed response's head
+ * is kept until its first body bytes or its end, so both leave in one send (as on uWS, which
+ * completes a head only with the first body write).
  */
 import type { ErrorKind } from '../lifecycle/errors.js';
 import { BodyCollector } from './body-collector.js';
@@ -60,6 +62,8 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
   private readonly http10: boolean;
   /** Response framing: -1 chunked, -2 close-delimited (HTTP/1.0), else body bytes still expected. */
   private remaining = 0;
+  /** The head `start` built, kept to leave with the first body bytes or the end (one send). */
+  private pendingHead = '';
 
   constructor(conn: ExchangeConnection, http10: boolean, closeAfter: boolean) {
     super();
@@ -139,8 +143,11 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
       framing = 'transfer-encoding: chunked\r\n';
       this.remaining = -1;
     }
-    this.conn.send(this, this.head(status, headers, framing));
-    if (noBody || contentLength === 0) this.finish();
+    const head = this.head(status, headers, framing);
+    if (noBody || contentLength === 0) {
+      this.conn.send(this, head);
+      this.finish();
+    } else this.pendingHead = head;
   }
 
   write(chunk: Uint8Array): boolean {
@@ -149,15 +156,19 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
     const n = chunk.length;
     if (n === 0) return true;
     const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, n);
+    const head = this.pendingHead;
+    this.pendingHead = '';
     if (this.remaining === -1) {
-      this.conn.sendAll(this, `${n.toString(16)}\r\n`, buf, CRLF);
+      this.conn.sendAll(this, `${head}${n.toString(16)}\r\n`, buf, CRLF);
     } else if (this.remaining === -2) {
-      this.conn.send(this, buf);
+      if (head === '') this.conn.send(this, buf);
+      else this.conn.sendAll(this, head, buf, null);
     } else {
       // A node that sends more than its Content-Length is cut at the length it declared.
       const take = n <= this.remaining ? buf : buf.subarray(0, this.remaining);
       this.remaining -= take.length;
-      this.conn.send(this, take);
+      if (head === '') this.conn.send(this, take);
+      else this.conn.sendAll(this, head, take, null);
       if (this.remaining === 0) {
         this.finish();
         return true;
@@ -172,8 +183,12 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
 
   end(): void {
     if (this.aborted || this.done || !this.started) return;
-    if (this.remaining === -1) this.conn.send(this, LAST_CHUNK);
-    else if (this.remaining > 0) {
+    const head = this.pendingHead;
+    this.pendingHead = '';
+    if (this.remaining === -1) this.conn.send(this, `${head}${LAST_CHUNK}`);
+    else if (this.remaining === -2) {
+      if (head !== '') this.conn.send(this, head);
+    } else if (this.remaining > 0) {
       // A sized body that came up short: the node broke its own Content-Length. Marked aborted
       // first, so the close is not reported back as the client leaving.
       this.aborted = true;
