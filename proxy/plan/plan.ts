@@ -117,6 +117,17 @@ export class Plan {
   }
 }
 
+/**
+ * Connections per node for a pool: `connections_per_node` when set; else the circuit breaker's
+ * `max_in_flight_per_node`, so that every request a node may take has a connection; else 0, no cap
+ * (a GPU server takes hundreds of concurrent sequences; admission, when configured, bounds the
+ * pool's requests in flight, and the balancer decides how they spread over the nodes).
+ */
+export function nodeConnections(pc: PoolConfig): number {
+  if (pc.connections_per_node !== undefined) return pc.connections_per_node;
+  return pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : 0;
+}
+
 function resolveRetries(rc: RouteConfig): ResolvedRetries {
   const r = rc.retries;
   let on = 0;
@@ -160,10 +171,14 @@ export function compilePlan(
   const pools = new Map<string, Pool>();
   const nodes: UpstreamNode[] = [];
   for (const pc of config.pools) {
-    const maxInFlight = pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : Infinity;
+    const connections = nodeConnections(pc);
+    // Nothing may wait inside the connection pool: a node with every connection busy is simply
+    // not eligible, so the request goes to another node or waits in admission, where it is seen.
+    const breaker = pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : Infinity;
+    const maxInFlight = connections > 0 ? Math.min(breaker, connections) : breaker;
     const members: PoolMember[] = pc.nodes.map((nc) => {
       const node = ctx.registry.acquire(pc.name, nc.url, {
-        connections: pc.connections_per_node,
+        connections,
         connectTimeoutMs: pc.timeouts.connect_ms,
       });
       node.maxInFlight = maxInFlight;
