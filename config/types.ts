@@ -18,6 +18,26 @@ export interface ListenerConfig {
   max_header_bytes: number;
   /** Plugin instances applied to every route of this listener, before the route's own. */
   plugins?: string[];
+  /** Most header fields in a request head; more get 431. Default 100. */
+  max_header_count: number;
+  /** Longest request target (path and query), bytes; longer get 414. Default 8192. */
+  max_url_bytes: number;
+  /**
+   * 0: the uWebSockets.js engine (pipelined requests close the connection). N > 0: Sluice's own
+   * HTTP/1.1 engine, serving pipelined requests in order with at most N unanswered per connection.
+   * Default 0.
+   */
+  pipelining: number;
+  /** Time allowed for a complete request head, ms (own engine; uWS has a fixed ~10 s). Default 10000. */
+  header_timeout_ms: number;
+  /** Time allowed for a complete request body after its head, ms. Default 60000. */
+  body_timeout_ms: number;
+  /** Longest wait for a client that takes no response bytes before the request is aborted, ms. Default 30000. */
+  write_timeout_ms: number;
+  /** Response bytes held per connection for a slow client before the node's stream pauses. Default 65536. */
+  write_buffer_bytes: number;
+  /** Most connections held at once; more are closed when accepted. 0: no limit. Default 0. */
+  max_connections: number;
 }
 
 /** The admin listener: health, readiness, metrics, config and reload. */

@@ -44,6 +44,40 @@ export interface BatchApiMetrics {
   backlog: number | null;
 }
 
+function listenerSeries(out: string[], stats: StatsRegistry): void {
+  const ls = [...stats.listeners.values()];
+  out.push(
+    '# HELP sluice_listener_connections Client connections open now.',
+    '# TYPE sluice_listener_connections gauge',
+  );
+  for (const l of ls)
+    out.push(`sluice_listener_connections{listener="${label(l.listener)}"} ${l.connections}`);
+  out.push(
+    '# HELP sluice_listener_connections_refused_total Connections closed at accept because max_connections were open.',
+    '# TYPE sluice_listener_connections_refused_total counter',
+  );
+  for (const l of ls)
+    out.push(`sluice_listener_connections_refused_total{listener="${label(l.listener)}"} ${l.refused}`);
+  out.push(
+    '# HELP sluice_listener_timeouts_total Connections or requests ended by a client deadline (header, body, write).',
+    '# TYPE sluice_listener_timeouts_total counter',
+  );
+  for (const l of ls) {
+    const name = label(l.listener);
+    out.push(
+      `sluice_listener_timeouts_total{listener="${name}",kind="header"} ${l.headerTimeouts}`,
+      `sluice_listener_timeouts_total{listener="${name}",kind="body"} ${l.bodyTimeouts}`,
+      `sluice_listener_timeouts_total{listener="${name}",kind="write"} ${l.writeTimeouts}`,
+    );
+  }
+  out.push(
+    '# HELP sluice_listener_buffered_bytes_max Most response bytes one connection held for a slow client (pipelining listeners).',
+    '# TYPE sluice_listener_buffered_bytes_max gauge',
+  );
+  for (const l of ls)
+    out.push(`sluice_listener_buffered_bytes_max{listener="${label(l.listener)}"} ${l.bufferedHighWater}`);
+}
+
 function batchApiSeries(out: string[], m: BatchApiMetrics): void {
   const counter = (name: string, help: string, value: number): void => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`, `${name} ${value}`);
@@ -140,6 +174,7 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_downstream_rejected_total counter',
   );
   for (const [code, n] of stats.rejected) out.push(`sluice_downstream_rejected_total{code="${code}"} ${n}`);
+  listenerSeries(out, stats);
   out.push(
     '# HELP sluice_requests_in_flight Requests being served now.',
     '# TYPE sluice_requests_in_flight gauge',
