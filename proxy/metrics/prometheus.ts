@@ -50,8 +50,10 @@ function listenerSeries(out: string[], stats: StatsRegistry): void {
     '# HELP sluice_listener_connections Client connections open now.',
     '# TYPE sluice_listener_connections gauge',
   );
-  for (const l of ls)
-    out.push(`sluice_listener_connections{listener="${label(l.listener)}"} ${l.connections}`);
+  for (const l of ls) {
+    if (l.connectionsCounted)
+      out.push(`sluice_listener_connections{listener="${label(l.listener)}"} ${l.connections}`);
+  }
   out.push(
     '# HELP sluice_listener_connections_refused_total Connections closed at accept because max_connections were open.',
     '# TYPE sluice_listener_connections_refused_total counter',

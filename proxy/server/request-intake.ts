@@ -3,6 +3,7 @@
  * head: the framing, size and method refusals, the body deadline, and the Session that serves an
  * accepted request. The one copy of these rules; the engines only parse and move bytes.
  */
+import { DeadlineList } from '../lifecycle/deadline-list.js';
 import type { ListenerConfig } from '../../config/types.js';
 import type { Downstream } from '../lifecycle/downstream.js';
 import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
@@ -30,6 +31,8 @@ export class ListenerRuntime {
   readonly stats: ListenerStats;
   /** Position in the config's listeners (selects the listener's plugin chains). */
   readonly index: number;
+  /** Body deadlines of the listener's uWS requests, under one timer. */
+  readonly bodyDeadlines: DeadlineList;
   private readonly host: SessionHost;
 
   constructor(config: ListenerConfig, stats: ListenerStats, host: SessionHost, index: number) {
@@ -37,6 +40,7 @@ export class ListenerRuntime {
     this.stats = stats;
     this.host = host;
     this.index = index;
+    this.bodyDeadlines = new DeadlineList(config.body_timeout_ms);
   }
 
   /** A request body did not arrive within `body_timeout_ms`: 408 and close, counted. */
