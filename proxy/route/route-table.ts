@@ -6,6 +6,7 @@
 import type { RouteConfig, TimeoutsConfig } from '../../config/types.js';
 import type { Pool } from '../pool/pool.js';
 import type { RouteStats } from '../metrics/stats.js';
+import type { RouteSeries } from '../metrics/route-series.js';
 import type { Session } from '../lifecycle/session.js';
 import type { PoolChoice } from './pool-choice.js';
 import type { MicroBatcher } from '../batch/micro-batcher.js';
@@ -77,6 +78,8 @@ export class Route {
   readonly batcher: MicroBatcher | null;
   readonly timeouts: ResolvedTimeouts;
   readonly stats: RouteStats;
+  /** Histogram series per pool and node, resolved when the plan is compiled. */
+  series: RouteSeries | null = null;
   /** Exact path, or null. */
   private readonly path: string | null;
   /** Path prefix, or null. */

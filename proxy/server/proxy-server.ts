@@ -18,6 +18,7 @@ import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
 import { Session, type SessionHost } from '../lifecycle/session.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { StatsRegistry } from '../metrics/stats.js';
+import { REFUSALS, Refusal } from '../metrics/refusals.js';
 import type { Plan } from '../plan/plan.js';
 import { captureHead } from './request-head.js';
 import { nextRequestId } from './request-id.js';
@@ -91,11 +92,21 @@ export class ProxyServer implements SessionHost {
     const ds = new UwsDownstream(res);
     const cfg = l.config;
     if (head.framingError !== null) {
-      this.refuse(ds, Errors.badFraming, `malformed request framing: ${head.framingError}`);
+      this.refuse(
+        ds,
+        Errors.badFraming,
+        `malformed request framing: ${head.framingError}`,
+        Refusal.badFraming,
+      );
       return;
     }
     if (head.headerBytes > cfg.max_header_bytes) {
-      this.refuse(ds, Errors.headersTooLarge, `request headers exceed ${cfg.max_header_bytes} bytes`);
+      this.refuse(
+        ds,
+        Errors.headersTooLarge,
+        `request headers exceed ${cfg.max_header_bytes} bytes`,
+        Refusal.headersTooLarge,
+      );
       return;
     }
     if (head.contentLength > cfg.max_body_bytes) {
@@ -103,6 +114,7 @@ export class ProxyServer implements SessionHost {
         ds,
         Errors.bodyTooLarge,
         `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
+        Refusal.bodyTooLarge,
       );
       return;
     }
@@ -118,8 +130,10 @@ export class ProxyServer implements SessionHost {
   }
 
   /** Refuses a request before it becomes a session; these kinds always close the connection. */
-  private refuse(ds: UwsDownstream, kind: ErrorKind, message: string): void {
+  private refuse(ds: UwsDownstream, kind: ErrorKind, message: string, refusal: Refusal): void {
     this.stats.countRejected(kind.id);
+    this.stats.refused[refusal]!++;
+    this.stats.accessLog?.writeRefused(kind.status, REFUSALS[refusal]!.reason);
     ds.reply(
       kind.status,
       ['content-type', 'application/json'],
