@@ -136,13 +136,8 @@ export function summarize(h: Histogram, scale: HdrScale): PercentileSummary {
   const n = h.totalCount;
   if (n === 0) return { count: 0, p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0 };
   const k = scale.toBase;
-  return {
-    count: n,
-    p50: h.getValueAtPercentile(50) * k,
-    p90: h.getValueAtPercentile(90) * k,
-    p99: h.getValueAtPercentile(99) * k,
-    p999: h.getValueAtPercentile(99.9) * k,
-    max: h.maxValue * k,
-    mean: h.mean * k,
-  };
+  const max = h.maxValue;
+  // A percentile is reported as the top of its bucket; never above the largest value seen.
+  const at = (p: number): number => Math.min(h.getValueAtPercentile(p), max) * k;
+  return { count: n, p50: at(50), p90: at(90), p99: at(99), p999: at(99.9), max: max * k, mean: h.mean * k };
 }
