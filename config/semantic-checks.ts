@@ -276,6 +276,36 @@ function checkNodes(data: Json, issues: ConfigIssue[]): void {
   }
 }
 
+/**
+ * An explicit `connections_per_node` below a pool's in-flight limit would park requests inside the
+ * connection pool, where no admission queue, deadline or metric sees them.
+ */
+function checkConnections(data: Json, issues: ConfigIssue[]): void {
+  for (const [index, pool] of entries(data['pools'])) {
+    const connections = pool['connections_per_node'];
+    if (typeof connections !== 'number') continue;
+    const admission = pool['admission'];
+    const limits: [string, unknown][] = [
+      [
+        'admission.max_in_flight_per_node',
+        isRecord(admission) ? admission['max_in_flight_per_node'] : undefined,
+      ],
+      ['max_in_flight_per_node', pool['max_in_flight_per_node']],
+    ];
+    for (const [name, limit] of limits) {
+      if (typeof limit !== 'number' || limit <= connections) continue;
+      issues.push({
+        path: ['pools', index, 'connections_per_node'],
+        anchor: 'value',
+        message:
+          `${connections} connections per node are fewer than ${name} (${limit}): requests beyond ${connections} ` +
+          'would wait inside the connection pool, unseen by admission, deadlines and metrics; raise it to ' +
+          `at least ${limit} or remove it (it then follows the in-flight limit)`,
+      });
+    }
+  }
+}
+
 function checkRouteMatches(data: Json, issues: ConfigIssue[]): void {
   for (const [index, route] of entries(data['routes'])) {
     const match = route['match'];
@@ -341,6 +371,7 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkAffinity(data, issues);
   const used = checkListenerPorts(data, view, issues);
   checkNodes(data, issues);
+  checkConnections(data, issues);
   checkRouteMatches(data, issues);
   checkSimulatorPorts(data, used, issues);
   return issues;

@@ -166,8 +166,11 @@ export interface PoolConfig {
   name: string;
   nodes: NodeConfig[];
   balance: BalanceConfig;
-  /** Keep-alive connections per node. Default 128. */
-  connections_per_node: number;
+  /**
+   * Most connections per node, which also caps its requests in flight. Absent: the circuit
+   * breaker's limit, or no cap (see `nodeConnections` in plan.ts).
+   */
+  connections_per_node?: number;
   /** Circuit breaker: most concurrent attempts per node; 0 = no limit. Default 0. */
   max_in_flight_per_node: number;
   timeouts: TimeoutsConfig;

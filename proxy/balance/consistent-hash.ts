@@ -28,6 +28,7 @@ export type ConsistentHashOptions = LeastRequestOptions;
 /** Consistent hashing with bounded load over a fixed member list. */
 export class ConsistentHashPolicy implements BalancePolicy {
   readonly kind = 'consistent-hash';
+  readonly weighsCost = true;
   private readonly table: MemberTable;
   private readonly ring: HashRing;
   /** Bounded-load factor (unitless, >= 0; Infinity turns the bound off). */

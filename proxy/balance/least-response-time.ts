@@ -17,6 +17,7 @@ const MIN_TTFB_MS = 0.01;
 /** Least-response-time over a fixed member list. */
 export class LeastResponseTimePolicy implements BalancePolicy {
   readonly kind = 'least-response-time';
+  readonly weighsCost = true;
   private readonly table: MemberTable;
   /** Half-life of a TTFB average's trustworthiness, ms (the `decayMs` option). */
   private readonly halfLifeMs: number;

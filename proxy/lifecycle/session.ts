@@ -12,11 +12,11 @@ import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
 import type { Route } from '../route/route-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
-import { Attempt, type Controller, type UpstreamHeaders } from './attempt.js';
+import { Attempt } from './attempt.js';
 import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
-import { responseHeaders } from './headers.js';
+import { readResponseHead } from './headers.js';
 import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
 import { requestDeadline, type AdmissionRejection } from '../admission/admission-ticket.js';
@@ -31,6 +31,7 @@ import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
 import { SSE_EVENT_FOUND, scanSseForEvent } from './sse-first-event.js';
+import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
 import { RequestRecord } from '../metrics/request-record.js';
 import { Refusal, admissionRefusal, rateLimitRefusal } from '../metrics/refusals.js';
@@ -52,7 +53,7 @@ const NO_NODE_RETRY_AFTER: readonly string[] = retryAfterHeaders(1000);
 const BALANCE_MAX_TOKENS = 256;
 const UNPARSED = Symbol('unparsed');
 
-export class Session implements PickRequest, AffinitySource, GateOwner, BatchItemSink {
+export class Session implements PickRequest, AffinitySource, GateOwner, BatchItemSink, DeadlineEntry {
   readonly host: SessionHost;
   readonly plan: Plan;
   readonly downstream: Downstream;
@@ -116,7 +117,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private fallbackIndex = 0;
   private hedged = false;
   private lastError: SluiceError | null = null;
-  private totalTimer: NodeJS.Timeout | null = null;
+  /** The route's total-timeout deadline (see deadline-list.ts): monotonic ms and list links. */
+  deadlineAt = 0;
+  dlPrev: DeadlineEntry | null = null;
+  dlNext: DeadlineEntry | null = null;
+  dlList: DeadlineList | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private hedgeTimer: NodeJS.Timeout | null = null;
   private sse = false;
@@ -322,8 +327,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const state = this.pool!.state;
     state.retryBudget.deposit();
     state.hedgeBudget?.deposit();
-    const total = route.timeouts.totalMs;
-    if (total > 0) this.totalTimer = setTimeout(onTotalTimeout, total, this);
+    if (route.deadlines !== null) route.deadlines.add(this, nowMs());
     const batcher = route.batcher;
     if (batcher !== null) {
       const body = this.json();
@@ -388,13 +392,15 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     const now = nowMs();
-    const att = new Attempt(this, node, ++this.attempts, hedge, now);
+    // Tokens are estimated (the JSON body parsed) only for a pool whose policy weighs them.
+    const cost = this.pool!.policy.weighsCost ? this.cost : 0;
+    const att = new Attempt(this, node, ++this.attempts, hedge, now, cost);
     if (this.first === null || this.first.released) this.first = att;
     else this.second = att;
     this.live++;
     if (this.tried !== null) this.tried.push(node);
     node.inFlight++;
-    node.inFlightCost += this.cost;
+    node.inFlightCost += cost;
     node.attempts++;
     if (this.rec.trace !== null) this.rec.onAttemptStart(att, this.headers);
     const t = route.timeouts;
@@ -441,7 +447,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   // ---- attempt events (from Attempt, the undici handler) ----
 
-  attemptHead(att: Attempt, status: number, headers: UpstreamHeaders): void {
+  attemptHead(att: Attempt, status: number, rawHeaders: Buffer[]): void {
     // HOT
     if (this.finished || att.cancelled) return;
     const now = nowMs();
@@ -449,6 +455,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const ttfb = now - att.startMs;
     const pool = this.pool!;
     const state = pool.state;
+    const head = readResponseHead(rawHeaders, this.id);
     const bit = retryBitForStatus(status);
     // A busy node's 429 is not a sign of a broken node; 5xx is.
     if (status >= 500) state.health?.recordFailure(att.node, statusReason(status));
@@ -459,7 +466,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.discard = true;
       att.retryBit = bit;
       att.retryPlanned = this.live === 1;
-      att.retryAfterMs = retryAfterMs(headers['retry-after'], this.route!.retries.maxRetryAfterMs);
+      att.retryAfterMs = retryAfterMs(head.retryAfter, this.route!.retries.maxRetryAfterMs);
       this.lastError = new SluiceError(Errors.upstreamStatus, `upstream node answered ${status}`);
       if (att.retryPlanned) this.clearHedgeTimer();
       return;
@@ -474,13 +481,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.cancelOthers(att);
     this.route!.stats.ttfb.recordMs(ttfb);
     this.rec.onHead(this, att.node, ttfb);
-    const ct = headers['content-type'];
-    this.sse = typeof ct === 'string' && ct.startsWith('text/event-stream');
-    const cl = headers['content-length'];
-    const length = typeof cl === 'string' && !this.sse ? Number(cl) : -1;
+    this.sse = head.contentType.startsWith('text/event-stream');
+    const length = head.contentLength !== '' && !this.sse ? Number(head.contentLength) : -1;
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
     this.status = status;
-    const out = responseHeaders(headers, this.id);
+    const out = head.headers;
     if (this.limit !== null) rateLimitHeaders(this.limit, out);
     if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
     // While draining, tell the client not to reuse the connection (uWS closes it when the drain ends).
@@ -488,7 +493,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody);
   }
 
-  attemptData(att: Attempt, controller: Controller, chunk: Buffer): void {
+  attemptData(att: Attempt, chunk: Buffer): void {
     // HOT
     if (att !== this.winner || this.finished) return;
     if (this.sse) {
@@ -499,7 +504,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.tail0 = this.tail1;
     this.tail1 = this.tail2;
     this.tail2 = chunk;
-    if (!this.downstream.write(chunk)) controller.pause();
+    if (!this.downstream.write(chunk)) att.pause();
   }
 
   /** Looks for the first event of a streamed answer in `chunk`; records time to first token once. */
@@ -573,7 +578,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     att.released = true;
     this.live--;
     att.node.inFlight--;
-    att.node.inFlightCost -= this.cost;
+    att.node.inFlightCost -= att.cost;
     if (this.rec.trace !== null) this.rec.onAttemptEnd(att);
   }
 
@@ -672,7 +677,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   /** The client can take more bytes: resume the upstream body. */
   onDownstreamDrain(): void {
-    this.winner?.controller?.resume();
+    this.winner?.resume();
   }
 
   /** The client disconnected: abort upstream attempts and release everything. */
@@ -689,8 +694,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /** The route's total timeout fired. */
+  onDeadline(): void {
+    this.onTotalTimeout();
+  }
+
   onTotalTimeout(): void {
-    this.totalTimer = null;
     if (this.finished) return;
     const err = new SluiceError(
       Errors.totalTimeout,
@@ -701,7 +709,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       w.cancelled = true;
       this.releaseAttempt(w);
       this.endAfterHead(err);
-      w.controller?.abort(err);
+      w.abort(err);
       return;
     }
     this.fail(err.kind, err.message);
@@ -756,7 +764,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     if (this.finished) return;
     this.finished = true;
-    if (this.totalTimer !== null) clearTimeout(this.totalTimer);
+    this.dlList?.remove(this);
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
     const now = nowMs();
@@ -784,10 +792,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.plan.release();
     this.host.sessionDone(this);
   }
-}
-
-function onTotalTimeout(s: Session): void {
-  s.onTotalTimeout();
 }
 
 function onRetryTimer(s: Session): void {

@@ -111,11 +111,25 @@ export class Plan {
   private dispose(): void {
     // Batchers first: close() drains what they hold (nothing, once no request holds the plan);
     // the nodes' pools close gracefully after their last call.
-    for (const r of this.routes.routes) if (r.batcher !== null) void r.batcher.close();
+    for (const r of this.routes.routes) {
+      if (r.batcher !== null) void r.batcher.close();
+      r.deadlines?.close();
+    }
     for (const n of this.nodes) this.registry.release(n);
     for (const s of this.orphans) s.close();
     this.orphans = [];
   }
+}
+
+/**
+ * Connections per node for a pool: `connections_per_node` when set; else the circuit breaker's
+ * `max_in_flight_per_node`, so that every request a node may take has a connection; else 0, no cap
+ * (a GPU server takes hundreds of concurrent sequences; admission, when configured, bounds the
+ * pool's requests in flight, and the balancer decides how they spread over the nodes).
+ */
+export function nodeConnections(pc: PoolConfig): number {
+  if (pc.connections_per_node !== undefined) return pc.connections_per_node;
+  return pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : 0;
 }
 
 function resolveRetries(rc: RouteConfig): ResolvedRetries {
@@ -161,10 +175,14 @@ export function compilePlan(
   const pools = new Map<string, Pool>();
   const nodes: UpstreamNode[] = [];
   for (const pc of config.pools) {
-    const maxInFlight = pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : Infinity;
+    const connections = nodeConnections(pc);
+    // Nothing may wait inside the connection pool: a node with every connection busy is simply
+    // not eligible, so the request goes to another node or waits in admission, where it is seen.
+    const breaker = pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : Infinity;
+    const maxInFlight = connections > 0 ? Math.min(breaker, connections) : breaker;
     const members: PoolMember[] = pc.nodes.map((nc) => {
       const node = ctx.registry.acquire(pc.name, nc.url, {
-        connections: pc.connections_per_node,
+        connections,
         connectTimeoutMs: pc.timeouts.connect_ms,
       });
       node.setMaxInFlight(maxInFlight);

@@ -3,6 +3,7 @@
  * walks the routes in file order and returns the first whose conditions all hold. The JSON body is
  * parsed only when a candidate route has a `models` condition.
  */
+import { DeadlineList } from '../lifecycle/deadline-list.js';
 import type { RouteConfig, TimeoutsConfig } from '../../config/types.js';
 import type { Pool } from '../pool/pool.js';
 import type { RouteStats } from '../metrics/stats.js';
@@ -77,6 +78,8 @@ export class Route {
   /** Micro-batcher of the route, or null. */
   readonly batcher: MicroBatcher | null;
   readonly timeouts: ResolvedTimeouts;
+  /** Total-timeout deadlines of the route's requests under one timer; null when total_ms is 0. */
+  readonly deadlines: DeadlineList | null;
   readonly stats: RouteStats;
   /** Histogram series per pool and node, resolved when the plan is compiled. */
   series: RouteSeries | null = null;
@@ -106,6 +109,7 @@ export class Route {
     this.stats = stats;
     const t = { ...poolTimeouts, ...config.timeouts };
     this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };
+    this.deadlines = t.total_ms > 0 ? new DeadlineList(t.total_ms) : null;
     const m = config.match;
     this.path = m.path ?? null;
     this.pathPrefix = m.path_prefix ?? null;

@@ -322,7 +322,7 @@ export class Sluice {
         saturated: m.node.saturated,
         weight_factor: m.node.weightFactor,
         in_flight: m.node.inFlight,
-        in_flight_tokens: m.node.inFlightCost,
+        in_flight_tokens: p.policy.weighsCost ? m.node.inFlightCost : null,
         ttfb_ewma_ms: m.node.ttfbEwmaMs < 0 ? null : Math.round(m.node.ttfbEwmaMs * 100) / 100,
         drained: m.node.drained,
         attempts: m.node.attempts,

@@ -4,7 +4,7 @@
  * the parser underneath accepts repeated Content-Length, repeated Host and odd Transfer-Encodings.
  */
 import type { HttpRequest } from 'uWebSockets.js';
-import { HOP_BY_HOP, connectionTokens } from '../lifecycle/headers.js';
+import { HOP_BY_HOP, connectionTokens, removeNamed } from '../lifecycle/headers.js';
 
 /**
  * The captured head. One instance is reused for every request: capture runs synchronously inside
@@ -127,7 +127,7 @@ export function captureHead(req: HttpRequest, remoteAddress: string): RequestHea
   head.hostName = hostWithoutPort(hostValue);
   if (connection !== '') {
     const named = connectionTokens(connection);
-    if (named !== null) removeHeaders(head.headers, named);
+    if (named !== null) removeNamed(head.headers, named);
   }
   head.headers.push(
     'x-forwarded-for',
@@ -148,14 +148,4 @@ function hostWithoutPort(host: string): string {
   }
   const colon = h.indexOf(':');
   return colon < 0 ? h : h.slice(0, colon);
-}
-
-function removeHeaders(headers: string[], names: ReadonlySet<string>): void {
-  let w = 0;
-  for (let r = 0; r < headers.length; r += 2) {
-    if (names.has(headers[r]!)) continue;
-    headers[w++] = headers[r]!;
-    headers[w++] = headers[r + 1]!;
-  }
-  headers.length = w;
 }

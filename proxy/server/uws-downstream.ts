@@ -2,6 +2,11 @@
  * The Downstream implementation over a uWS HttpResponse: body collection with a size limit, writes
  * from async code inside `cork`, and backpressure through `tryEnd`/`write` + `onWritable`. It is the
  * only object that holds the HttpResponse, and it never touches it after `onAborted` fired.
+ *
+ * The head of a streamed response is kept until the first body bytes or the end, so that head and
+ * body leave in one cork (one send). uWS completes a head only with the first body write anyway (it
+ * adds the framing headers then), so a client sees nothing later than before. Every cork runs a
+ * module-level function over module-level arguments: no closure is allocated per write.
  */
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Downstream } from '../lifecycle/downstream.js';
@@ -20,7 +25,8 @@ export interface DownstreamListener {
 export class UwsDownstream implements Downstream {
   aborted = false;
   started = false;
-  private readonly res: HttpResponse;
+  /** The uWS response; touched only by this class and its corked functions. */
+  readonly res: HttpResponse;
   private listener: DownstreamListener | null = null;
   /** Declared response length, or -1 for chunked. */
   private total = -1;
@@ -33,6 +39,9 @@ export class UwsDownstream implements Downstream {
   private writable: ((offset: number) => boolean) | null = null;
   /** A reply that closes the connection, written on the next turn of the event loop. */
   private closeReply: { status: number; headers: readonly string[]; body: string | Uint8Array } | null = null;
+  /** The head `start` was given, not written yet (written with the first body bytes or the end). */
+  private headStatus = 0;
+  private headHeaders: readonly string[] | null = null;
   /** Body collection state. */
   private bodyBuf: Buffer | null = null;
   private bodyChunks: Buffer[] | null = null;
@@ -117,11 +126,23 @@ export class UwsDownstream implements Downstream {
     body: string | Uint8Array,
     close: boolean,
   ): void {
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (let i = 0; i < headers.length; i += 2) this.res.writeHeader(headers[i]!, headers[i + 1]!);
-      this.res.end(body, close);
-    });
+    argStatus = status;
+    argHeaders = headers;
+    argBody = body;
+    argClose = close;
+    corkWith(this, corkedReply);
+    argHeaders = null;
+    argBody = '';
+  }
+
+  /** Writes the kept head (inside a cork). */
+  writeHead(): void {
+    // HOT
+    const headers = this.headHeaders!;
+    this.headHeaders = null;
+    const res = this.res;
+    res.writeStatus(statusLine(this.headStatus));
+    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
   }
 
   /** Sends the deferred closing reply (see `reply`). */
@@ -136,40 +157,44 @@ export class UwsDownstream implements Downstream {
     if (this.aborted) return;
     this.started = true;
     this.total = contentLength;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (let i = 0; i < headers.length; i += 2) this.res.writeHeader(headers[i]!, headers[i + 1]!);
-      if (noBody) {
-        this.ended = true;
-        this.res.endWithoutBody(contentLength >= 0 ? contentLength : undefined);
-      } else if (contentLength === 0) {
-        this.ended = true;
-        this.res.end();
-      }
-    });
+    this.headStatus = status;
+    this.headHeaders = headers;
+    if (noBody || contentLength === 0) {
+      this.ended = true;
+      argClose = noBody;
+      corkWith(this, corkedEmpty);
+    }
   }
 
   write(chunk: Uint8Array): boolean {
     // HOT
     if (this.aborted || this.ended) return true;
-    let ok = true;
-    this.res.cork(() => {
-      if (this.total >= 0) {
-        const offset = this.res.getWriteOffset();
-        const [written, done] = this.res.tryEnd(chunk, this.total);
-        if (done) this.ended = true;
-        else if (!written) {
-          // uWS took only part of the chunk; keep a copy of the rest (the caller reuses its buffer).
-          this.pending = Uint8Array.prototype.slice.call(chunk, 0);
-          this.pendingOffset = offset;
-          ok = false;
-        }
-      } else {
-        ok = this.res.write(chunk);
+    argChunk = chunk;
+    writeOk = true;
+    corkWith(this, corkedWrite);
+    argChunk = null;
+    if (!writeOk) this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
+    return writeOk;
+  }
+
+  /** The body of `write`, inside a cork. Sets `writeOk` false under backpressure. */
+  writeCorked(chunk: Uint8Array): void {
+    // HOT
+    if (this.headHeaders !== null) this.writeHead();
+    const res = this.res;
+    if (this.total >= 0) {
+      const offset = res.getWriteOffset();
+      const [written, done] = res.tryEnd(chunk, this.total);
+      if (done) this.ended = true;
+      else if (!written) {
+        // uWS took only part of the chunk; keep a copy of the rest (the caller reuses its buffer).
+        this.pending = Uint8Array.prototype.slice.call(chunk, 0);
+        this.pendingOffset = offset;
+        writeOk = false;
       }
-    });
-    if (!ok) this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
-    return ok;
+    } else {
+      writeOk = res.write(chunk);
+    }
   }
 
   private onWritable(offset: number): boolean {
@@ -196,25 +221,82 @@ export class UwsDownstream implements Downstream {
       return;
     }
     this.ended = true;
-    this.res.cork(() => {
-      if (this.total >= 0) {
-        // A sized body that came up short: the node broke its own Content-Length. Marked aborted
-        // first, so the close is not reported back as the client leaving.
-        this.aborted = true;
-        this.res.close();
-      } else {
-        this.res.end();
-      }
-    });
+    if (this.total >= 0) {
+      // A sized body that came up short: the node broke its own Content-Length. Marked aborted
+      // first, so the close is not reported back as the client leaving.
+      this.headHeaders = null;
+      this.aborted = true;
+      this.res.close();
+      return;
+    }
+    corkWith(this, corkedEnd);
+  }
+
+  /** The end of a chunked body, inside a cork (with the kept head when no byte was written yet). */
+  endCorked(): void {
+    if (this.headHeaders !== null) this.writeHead();
+    this.res.end();
+  }
+
+  /** The body of a response that has none (HEAD, 204, 304, or Content-Length 0), inside a cork. */
+  emptyCorked(noBody: boolean): void {
+    this.writeHead();
+    if (noBody) this.res.endWithoutBody(this.total >= 0 ? this.total : undefined);
+    else this.res.end();
+  }
+
+  /** A complete reply, inside a cork. */
+  replyCorked(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void {
+    const res = this.res;
+    res.writeStatus(statusLine(status));
+    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
+    res.end(body, close);
   }
 
   destroy(): void {
     if (this.aborted || this.ended) return;
     this.ended = true;
+    this.headHeaders = null;
     // Marked aborted first: the onAborted that close() fires must not report a client abort.
     this.aborted = true;
     this.res.close();
   }
+}
+
+/*
+ * Arguments of the corked functions below. uWS runs a cork's function synchronously, so one set of
+ * module-level slots serves every response, and no closure is allocated per write.
+ */
+let corked: UwsDownstream | null = null;
+let argChunk: Uint8Array | null = null;
+let argStatus = 0;
+let argHeaders: readonly string[] | null = null;
+let argBody: string | Uint8Array = '';
+let argClose = false;
+/** Result of the last corked write: false under backpressure. */
+let writeOk = true;
+
+/** Runs `fn` corked on `d`'s response, with `d` as the target of the corked functions. */
+function corkWith(d: UwsDownstream, fn: () => void): void {
+  // HOT
+  corked = d;
+  d.res.cork(fn);
+}
+
+function corkedWrite(): void {
+  corked!.writeCorked(argChunk!);
+}
+
+function corkedEnd(): void {
+  corked!.endCorked();
+}
+
+function corkedEmpty(): void {
+  corked!.emptyCorked(argClose);
+}
+
+function corkedReply(): void {
+  corked!.replyCorked(argStatus, argHeaders!, argBody, argClose);
 }
 
 function sendCloseReply(d: UwsDownstream): void {

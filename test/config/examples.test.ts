@@ -49,7 +49,7 @@ void describe('config/default.yaml', () => {
       [9100, 9101, 9102, 9103].map((port) => ({ url: `http://127.0.0.1:${port}`, weight: 1 })),
     );
     assert.deepEqual(pool.balance, { kind: 'round-robin' });
-    assert.equal(pool.connections_per_node, 128);
+    assert.equal(pool.connections_per_node, undefined, 'no connection cap unless configured');
     assert.deepEqual(pool.timeouts, DEFAULT_TIMEOUTS);
   });
 
@@ -99,7 +99,6 @@ void describe('config/examples', () => {
             { url: 'http://10.0.0.8:8000', weight: 1 },
           ],
           balance: { kind: 'round-robin' },
-          connections_per_node: 128,
           max_in_flight_per_node: 0,
           timeouts: DEFAULT_TIMEOUTS,
           health: {

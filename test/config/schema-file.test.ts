@@ -81,7 +81,6 @@ void describe('config/schema.json', () => {
       ['server', {}],
       ['server.drain_timeout_ms', 30000],
       ['server.reload_debounce_ms', 100],
-      ['pools.connections_per_node', 128],
       ['pools.balance', { kind: 'round-robin' }],
       ['pools.timeouts.connect_ms', 2000],
       ['pools.timeouts.ttfb_ms', 60000],
