@@ -3,6 +3,7 @@
  * head: the framing, size and method refusals, the body deadline, and the Session that serves an
  * accepted request. The one copy of these rules; the engines only parse and move bytes.
  */
+import { REFUSALS, Refusal } from '../metrics/refusals.js';
 import { DeadlineList } from '../lifecycle/deadline-list.js';
 import type { ListenerConfig } from '../../config/types.js';
 import type { Downstream } from '../lifecycle/downstream.js';
@@ -126,12 +127,36 @@ export class RequestIntake {
 
   /** Refuses a request before it becomes a session; these kinds always close the connection. */
   refuse(ds: Downstream, kind: ErrorKind, message: string): void {
-    this.host.stats.countRejected(kind.id);
+    const stats = this.host.stats;
+    stats.countRejected(kind.id);
+    const refusal = refusalOfKind(kind);
+    stats.refused[refusal]!++;
+    stats.accessLog?.writeRefused(kind.status, REFUSALS[refusal]!.reason);
     ds.reply(
       kind.status,
       ['content-type', 'application/json'],
       errorBody(kind, message),
       kind.closeConnection,
     );
+  }
+}
+
+/** The refusal counted for an error kind refused before a session exists (framing and limits). */
+function refusalOfKind(kind: ErrorKind): Refusal {
+  switch (kind) {
+    case Errors.urlTooLong:
+      return Refusal.urlTooLong;
+    case Errors.headersTooLarge:
+      return Refusal.headersTooLarge;
+    case Errors.bodyTooLarge:
+      return Refusal.bodyTooLarge;
+    case Errors.methodNotSupported:
+      return Refusal.methodNotSupported;
+    case Errors.httpVersion:
+      return Refusal.httpVersion;
+    case Errors.requestTimeout:
+      return Refusal.requestTimeout;
+    default:
+      return Refusal.badFraming;
   }
 }
