@@ -194,10 +194,11 @@ ${rounds}  - name: all
       const nodeMs = p50(direct[fleet!.urls.indexOf(n.node)]!);
       assert.equal(d.unit, 'ms');
       assert.equal(d.window.count, 15, `${n.node}: requests in the window`);
-      // Within a few ms of the node's delay. (Above: never more than the client saw, since Sluice's
-      // interval lies inside the client's; HDR reports a bucket's top, at most 0.8 % above.)
+      // Near the node's delay: at least the delay, and not much more than the node took when asked
+      // directly (the margin is for a loaded machine, where the two measurements drift apart by a
+      // few ms; an interval measured wrongly, e.g. from the client's first byte, is far off).
       assert.ok(
-        d.window.p50 >= DELAY_MS && d.window.p50 <= Math.max(DELAY_MS, nodeMs) + 4,
+        d.window.p50 >= DELAY_MS && d.window.p50 <= Math.max(DELAY_MS, nodeMs) + 15,
         `${n.node}: p50 ${d.window.p50} ms for a ${DELAY_MS} ms node (answering in ${nodeMs.toFixed(3)} ms directly)`,
       );
       assert.equal(d.total.p50, d.window.p50);

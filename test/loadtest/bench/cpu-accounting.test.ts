@@ -74,10 +74,16 @@ describe('CPU accounting', () => {
     const cores = readCoreTimes();
     assert.ok(cores.length >= 1 && cores.every((c) => c.total >= c.busy && c.busy >= 0));
     const t0 = readTicks([process.pid]);
-    const until = performance.now() + 60;
+    // Spin until the kernel has charged this process a tick (10 ms of CPU at 100 Hz); on a loaded
+    // machine that takes longer than 10 ms of wall time, so the bound is generous.
+    const until = performance.now() + 5000;
     let x = 0;
-    while (performance.now() < until) x += Math.sqrt(x + 1);
-    assert.ok(x > 0 && readTicks([process.pid]) > t0);
+    let t1 = t0;
+    while (t1 === t0 && performance.now() < until) {
+      for (let i = 0; i < 100_000; i++) x += Math.sqrt(x + 1);
+      t1 = readTicks([process.pid]);
+    }
+    assert.ok(x > 0 && t1 > t0, `ticks ${t0} → ${t1} after 5 s of work`);
     assert.equal(readTicks([0x7ffffff0]), 0, 'a process that is gone counts 0');
   });
 
