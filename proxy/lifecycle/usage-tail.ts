@@ -5,9 +5,13 @@
  */
 
 const USAGE = Buffer.from('"usage"');
-const TOTAL = /"total_tokens"\s*:\s*(\d+)/;
-const PROMPT = /"prompt_tokens"\s*:\s*(\d+)/;
-const COMPLETION = /"completion_tokens"\s*:\s*(\d+)/;
+/*
+ * A count has at most 9 digits (under a billion tokens): a node that reports more is broken, and
+ * charging its number would lock the tenant out for ages. Such a count reads as no count.
+ */
+const TOTAL = /"total_tokens"\s*:\s*(\d{1,9})(?![\d.eE])/;
+const PROMPT = /"prompt_tokens"\s*:\s*(\d{1,9})(?![\d.eE])/;
+const COMPLETION = /"completion_tokens"\s*:\s*(\d{1,9})(?![\d.eE])/;
 
 /** `usageAt` found no `"usage"` in its chunk. */
 const NOT_FOUND = -2;

@@ -24,6 +24,8 @@ export interface MetricsSource {
   batchers: [string, MicroBatcherStats][];
   /** The rate limiter's counters, null when no tenants are configured. */
   limiter: RateLimiterCounters | null;
+  /** What the rate limiter holds now (gauges); absent or null when no tenants are configured. */
+  limiterLoad?: { readonly concurrentRequests: number; readonly reservedTokens: number } | null;
   configVersion: number;
   draining: boolean;
   /** Latest capacity reports per pool; absent or empty: no capacity gauges. */
@@ -249,6 +251,12 @@ export function renderPrometheus(src: MetricsSource): string {
     );
     for (const p of admission)
       out.push(`sluice_admission_limit{pool="${label(p.name)}"} ${p.admission!.limit}`);
+    out.push(
+      '# HELP sluice_admission_in_flight Requests holding an admission slot of the pool.',
+      '# TYPE sluice_admission_in_flight gauge',
+    );
+    for (const p of admission)
+      out.push(`sluice_admission_in_flight{pool="${label(p.name)}"} ${p.admission!.inFlight}`);
   }
   const lc = src.limiter;
   if (lc !== null) {
@@ -265,6 +273,17 @@ export function renderPrometheus(src: MetricsSource): string {
       ['rejected_unavailable', lc.rejectedUnavailable],
     ];
     for (const [outcome, n] of rows) out.push(`sluice_ratelimit_total{outcome="${outcome}"} ${n}`);
+  }
+  const load = src.limiterLoad ?? null;
+  if (load !== null) {
+    out.push(
+      '# HELP sluice_ratelimit_concurrent_requests Requests holding a tenant concurrency slot.',
+      '# TYPE sluice_ratelimit_concurrent_requests gauge',
+      `sluice_ratelimit_concurrent_requests ${load.concurrentRequests}`,
+      '# HELP sluice_ratelimit_reserved_tokens Tokens pre-debited for requests that have not ended.',
+      '# TYPE sluice_ratelimit_reserved_tokens gauge',
+      `sluice_ratelimit_reserved_tokens ${load.reservedTokens}`,
+    );
   }
   if (src.batchers.length > 0) {
     const rows: [string, string, (b: MicroBatcherStats) => number][] = [

@@ -134,6 +134,7 @@ export class Sluice {
             nodes: this.registry.all(),
             pools: this.runtime.pools.values(),
             limiter: this.runtime.limiter?.counters ?? null,
+            limiterLoad: this.runtime.limiter,
             batchers: this.plan.routes.routes.flatMap((r) =>
               r.batcher === null ? [] : [[r.name, r.batcher.stats] as [string, MicroBatcherStats]],
             ),

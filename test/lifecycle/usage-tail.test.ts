@@ -35,4 +35,20 @@ describe('usage tail', () => {
     assert.equal(parseUsageTokens(b('{"a":1}'), b('data: x\n\n'), b('data: [DONE]\n\n')), -1);
     assert.equal(parseUsageTokens(b('{"usage":{"total_tokens":5}}'), null, b('{"usage":null}')), -1);
   });
+
+  it('reads a count of ten or more digits, a fraction or an exponent as no count (a broken node cannot lock a tenant out)', () => {
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":99999999999999999999999}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":1234567890}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":5.5}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":1e9}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":123456789}}')), 123456789);
+    assert.equal(
+      parseUsageTokens(
+        null,
+        null,
+        b('{"usage":{"total_tokens":1e99,"prompt_tokens":3,"completion_tokens":4}}'),
+      ),
+      7,
+    );
+  });
 });
