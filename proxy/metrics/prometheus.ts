@@ -28,10 +28,23 @@ export interface MetricsSource {
   limiterLoad?: { readonly concurrentRequests: number; readonly reservedTokens: number } | null;
   configVersion: number;
   draining: boolean;
+  /** Overload protection's state; absent or null while it is off. */
+  overload?: OverloadGauges | null;
   /** Latest capacity reports per pool; absent or empty: no capacity gauges. */
   capacity?: readonly PoolCapacityReport[];
   /** The batch API's counters; absent when `batch_api` is off. */
   batchApi?: BatchApiMetrics;
+}
+
+/** What overload protection exports. */
+export interface OverloadGauges {
+  readonly shedding: boolean;
+  readonly shed: number;
+  readonly episodes: number;
+  /** Event-loop delay p99 of the last sample, ms. */
+  readonly delayMs: number;
+  /** Heap used of its limit at the last sample, percent. */
+  readonly heapPercent: number;
 }
 
 /** What the batch API exports. */
@@ -377,6 +390,26 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_config_version gauge',
     `sluice_config_version ${src.configVersion}`,
   );
+  const o = src.overload ?? null;
+  if (o !== null) {
+    out.push(
+      '# HELP sluice_overload_shedding 1 while Sluice sheds new requests because it is itself overloaded.',
+      '# TYPE sluice_overload_shedding gauge',
+      `sluice_overload_shedding ${o.shedding ? 1 : 0}`,
+      '# HELP sluice_overload_shed_total Requests refused with 503 while Sluice was overloaded.',
+      '# TYPE sluice_overload_shed_total counter',
+      `sluice_overload_shed_total ${o.shed}`,
+      '# HELP sluice_overload_episodes_total Times overload shedding started.',
+      '# TYPE sluice_overload_episodes_total counter',
+      `sluice_overload_episodes_total ${o.episodes}`,
+      '# HELP sluice_overload_event_loop_delay_seconds Event-loop delay p99 over the last overload sample.',
+      '# TYPE sluice_overload_event_loop_delay_seconds gauge',
+      `sluice_overload_event_loop_delay_seconds ${o.delayMs / 1000}`,
+      '# HELP sluice_overload_heap_used_ratio V8 heap used over its limit at the last overload sample.',
+      '# TYPE sluice_overload_heap_used_ratio gauge',
+      `sluice_overload_heap_used_ratio ${o.heapPercent / 100}`,
+    );
+  }
   out.push(
     '# HELP sluice_draining 1 while the server drains for shutdown.',
     '# TYPE sluice_draining gauge',

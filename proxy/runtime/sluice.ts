@@ -16,10 +16,12 @@ import { StatsRegistry } from '../metrics/stats.js';
 import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
 import { RuntimeState } from '../plan/runtime-state.js';
 import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
+import { NEVER_SHED } from '../server/load-shedder.js';
 import { BatchService } from '../batch-api/batch-service.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
 import { ConfigWatcher } from './config-watcher.js';
 import { createLogger, type Logger } from './logger.js';
+import { OverloadMonitor } from './overload-monitor.js';
 
 export interface SluiceOptions {
   /** Path of the YAML file; reloads re-read it. */
@@ -80,6 +82,8 @@ export class Sluice {
   /** Per-pool capacity estimate, sampled off the request path. */
   private capacity: CapacityMonitor | null = null;
   private watcher: ConfigWatcher | null = null;
+  /** Overload protection (`server.overload`), null while it is off. */
+  overload: OverloadMonitor | null = null;
   private reloading: Promise<ReloadResult> | null = null;
   private reloadAgain = false;
 
@@ -116,6 +120,7 @@ export class Sluice {
       this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
       this.capacity.start();
       this.server = new ProxyServer(this.stats, () => this.plan);
+      this.applyOverload(config);
       if (config.batch_api !== undefined) {
         this.batch = await BatchService.start(config.batch_api, {
           host: this.server,
@@ -140,6 +145,7 @@ export class Sluice {
             ),
             configVersion: this.plan.version,
             draining: this.server?.draining ?? false,
+            overload: this.overload,
             capacity: this.capacity?.reports() ?? [],
             ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
           }),
@@ -234,12 +240,29 @@ export class Sluice {
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
     this.plan = next;
+    this.applyOverload(loaded.config);
     old.adoptOrphans(next.removedPools);
     next.removedPools = [];
     old.retire();
     this.stats.countReload('applied');
     this.log.info(`config reloaded: version ${next.version} (${loaded.digest.slice(0, 12)})`);
     return { result: 'applied', version: next.version, errors: [] };
+  }
+
+  /** Starts, reconfigures or stops overload protection as `config.server.overload` says. */
+  private applyOverload(config: SluiceConfig): void {
+    const o = config.server.overload;
+    if (!OverloadMonitor.enabled(o)) {
+      this.overload?.close();
+      this.overload = null;
+      if (this.server !== null) this.server.shedder = NEVER_SHED;
+      return;
+    }
+    if (this.overload === null) {
+      this.overload = new OverloadMonitor(o, this.log);
+      this.overload.start();
+    } else this.overload.configure(o);
+    if (this.server !== null) this.server.shedder = this.overload;
   }
 
   private rejectReload(errors: string[]): ReloadResult {
@@ -270,6 +293,8 @@ export class Sluice {
     this.watcher = null;
     this.capacity?.close();
     this.capacity = null;
+    this.overload?.close();
+    this.overload = null;
     await this.batch?.close();
     this.batch = null;
     this.server?.closeNow();

@@ -19,6 +19,7 @@ import { Session, type SessionHost } from '../lifecycle/session.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
+import { NEVER_SHED, type LoadShedder } from './load-shedder.js';
 import { captureHead } from './request-head.js';
 import { nextRequestId } from './request-id.js';
 import { UwsDownstream } from './uws-downstream.js';
@@ -43,6 +44,8 @@ export class ProxyServer implements SessionHost {
   draining = false;
   /** Endpoints Sluice answers itself (the batch API), or null. Set before `listen`. */
   endpoints: LocalEndpoints | null = null;
+  /** Overload protection: read once per request before it becomes a session. */
+  shedder: LoadShedder = NEVER_SHED;
   private readonly current: () => Plan;
   private readonly listeners: ListenerState[] = [];
   private drained: (() => void) | null = null;
@@ -104,6 +107,14 @@ export class ProxyServer implements SessionHost {
         Errors.bodyTooLarge,
         `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
       );
+      return;
+    }
+    const shedder = this.shedder;
+    if (shedder.shedding) {
+      // Sluice itself is overloaded: the cheapest answer, prepared by the monitor, connection kept.
+      shedder.shed++;
+      this.stats.countRejected(Errors.proxyOverloaded.id);
+      ds.reply(503, shedder.replyHeaders, shedder.replyBody, false);
       return;
     }
     const id = head.requestId ?? nextRequestId();
