@@ -3,7 +3,9 @@
  * them, compiles the first plan, binds the listeners and the admin API, and owns reload and
  * shutdown. Reload is all-or-nothing: a config that fails any check leaves the running plan as is.
  */
-import { formatConfigError, loadConfigFile } from '../../config/loader.js';
+import { formatConfigError, loadConfigFile, parseConfig } from '../../config/loader.js';
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import type { SluiceConfig } from '../../config/types.js';
 import type { SimFleet } from '../../loadtest/sim/fleet.js';
 import { AdminServer } from '../admin/admin-server.js';
@@ -86,6 +88,7 @@ export class Sluice {
   overload: OverloadMonitor | null = null;
   private reloading: Promise<ReloadResult> | null = null;
   private reloadAgain = false;
+  private reloadAgainFromWatch = false;
 
   constructor(configPath: string, log: Logger) {
     this.configPath = configPath;
@@ -166,9 +169,9 @@ export class Sluice {
       this.batch?.startWorker();
       if (watchFile)
         this.watcher = new ConfigWatcher(
-          this.configPath,
+          [this.configPath],
           config.server.reload_debounce_ms,
-          () => void this.reload(),
+          () => void this.reload(true),
         );
     } catch (e) {
       await this.close();
@@ -206,27 +209,46 @@ export class Sluice {
    * Re-reads the config file and swaps in a new plan if it is valid and different. Requests in
    * flight finish on the plan they started with. Concurrent calls share one reload; a call that
    * arrives during a reload triggers one more afterwards (the file may have changed again).
+   * `fromWatch` (a file-system event, not an operator) waits until the file stops changing, so a
+   * file caught half-written is never applied.
    */
-  reload(): Promise<ReloadResult> {
+  reload(fromWatch = false): Promise<ReloadResult> {
     if (this.reloading !== null) {
       this.reloadAgain = true;
+      this.reloadAgainFromWatch ||= fromWatch;
       return this.reloading;
     }
-    this.reloading = this.doReload().finally(() => {
+    this.reloading = this.doReload(fromWatch).finally(() => {
       this.reloading = null;
       if (this.reloadAgain) {
+        const watched = this.reloadAgainFromWatch;
         this.reloadAgain = false;
-        void this.reload();
+        this.reloadAgainFromWatch = false;
+        void this.reload(watched);
       }
     });
     return this.reloading;
   }
 
-  private async doReload(): Promise<ReloadResult> {
-    const loaded = await loadConfigFile(this.configPath);
-    if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
-    if (loaded.digest === this.plan.digest)
+  private async doReload(fromWatch: boolean): Promise<ReloadResult> {
+    let text: string;
+    try {
+      text = fromWatch
+        ? await readSettled(
+            this.configPath,
+            Math.max(SETTLE_FLOOR_MS, this.plan.config.server.reload_debounce_ms),
+          )
+        : await readFile(this.configPath, 'utf8');
+    } catch (e) {
+      return this.rejectReload([
+        `${this.configPath}:1:1 cannot read the config file: ${(e as Error).message}`,
+      ]);
+    }
+    // Unchanged bytes need no parse: watch events for other files and editors' temp files are cheap.
+    if (createHash('sha256').update(text).digest('hex') === this.plan.digest)
       return { result: 'unchanged', version: this.plan.version, errors: [] };
+    const loaded = parseConfig(text, this.configPath);
+    if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
     if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
       return this.rejectReload([
         `${this.configPath}: listeners, admin, simulator, the rate-limit store and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
@@ -304,6 +326,39 @@ export class Sluice {
     await this.registry.destroyAll();
     await this.sim?.close();
     this.sim = null;
+  }
+}
+
+/** Shortest wait between the two reads of a watched file that must agree before it is applied, ms. */
+const SETTLE_FLOOR_MS = 20;
+/** Reads of a watched file that keeps changing before the reload gives up (the next change retries). */
+const SETTLE_ROUNDS = 20;
+
+/**
+ * Reads `file` until two reads `settleMs` apart give the same text, and returns it: a file still
+ * being written (an editor writing in place, `cat > file`) is not taken half-written. A writer that
+ * pauses for longer than `settleMs` cannot be told from one that finished; editors and Kubernetes
+ * replace files atomically (rename), which never shows a partial file.
+ */
+async function readSettled(file: string, settleMs: number): Promise<string> {
+  let text = await readIfThere(file);
+  for (let round = 0; round < SETTLE_ROUNDS; round++) {
+    await new Promise((r) => setTimeout(r, settleMs));
+    const again = await readIfThere(file);
+    if (again !== null && again === text) return again;
+    text = again;
+  }
+  if (text === null) return readFile(file, 'utf8');
+  throw new Error(`the file kept changing for ${SETTLE_ROUNDS * settleMs} ms`);
+}
+
+/** The text of `file`, or null while it does not exist (an editor between its rename and write). */
+async function readIfThere(file: string): Promise<string | null> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
   }
 }
 
