@@ -14,6 +14,7 @@ import {
   type us_listen_socket,
 } from 'uWebSockets.js';
 import type { ListenerConfig } from '../../config/types.js';
+import { nowMs } from '../lifecycle/clock.js';
 import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
 import { Session, type SessionHost } from '../lifecycle/session.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
@@ -31,6 +32,9 @@ export interface BoundListener {
   /** The port actually bound (differs from the config when it said 0). */
   readonly port: number;
 }
+
+/** How long the drain waits with nothing in flight before it closes the connections, ms. */
+const DRAIN_QUIET_MS = 250;
 
 interface ListenerState {
   config: ListenerConfig;
@@ -154,19 +158,38 @@ export class ProxyServer implements SessionHost {
       if (l.socket !== null) us_listen_socket_close(l.socket);
       l.socket = null;
     }
+    // Connections accepted just before the listening socket closed may still be sending their
+    // request: closing them when the count first reaches zero would reset them. The drain ends
+    // only after the count stayed at zero for DRAIN_QUIET_MS (or at the deadline).
+    const deadline = nowMs() + timeoutMs;
     let clean = true;
-    if (this.stats.inFlight > 0) {
-      clean = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), timeoutMs);
-        this.drained = () => {
-          clearTimeout(timer);
-          resolve(true);
-        };
-      });
+    for (;;) {
+      if (this.stats.inFlight > 0) {
+        clean = await this.untilDrained(deadline - nowMs());
+        if (!clean) break;
+      }
+      const quiet = Math.min(DRAIN_QUIET_MS, deadline - nowMs());
+      if (quiet > 0) await new Promise((r) => setTimeout(r, quiet));
+      if (this.stats.inFlight === 0 || nowMs() >= deadline) {
+        clean = this.stats.inFlight === 0;
+        break;
+      }
     }
     this.drained = null;
     this.closeNow();
     return clean;
+  }
+
+  /** Resolves true when no request is in flight any more, false after `ms`. */
+  private untilDrained(ms: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), Math.max(0, ms));
+      this.drained = () => {
+        this.drained = null;
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
   }
 
   /** Closes listening sockets and every open connection immediately. */

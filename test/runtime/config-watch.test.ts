@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, open, rename, rm, symlink, unlink, writeFile } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { BrokenNode } from '../helpers/broken-node.js';
+import { BrokenNode } from '../../loadtest/chaos/broken-node.js';
 import { LOOPBACK_HEAD, memoryLogger, waitFor } from '../helpers/sluice.js';
 import { startSluice, type Sluice } from '../../proxy/runtime/sluice.js';
 

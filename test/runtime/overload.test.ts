@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
-import { BrokenNode } from '../helpers/broken-node.js';
+import { BrokenNode } from '../../loadtest/chaos/broken-node.js';
 import { RawConnection, rawHeader } from '../helpers/raw-http.js';
 import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 

@@ -4,7 +4,7 @@
  * conflicting framing, a bad chunk, a short body, malformed SSE, death mid-stream, ...), or a
  * correct answer without one. It numbers its connections and records which connection carried
  * each request and which connections closed, so a test can tell whether the proxy reused a broken
- * connection. Test support only.
+ * connection. Used by the broken-node table (`npm test`, `npm run chaos`).
  */
 import { createServer, type Server, type Socket } from 'node:net';
 
