@@ -16,6 +16,16 @@ export interface ListenerConfig {
   max_body_bytes: number;
   /** Largest request head (request line + headers); larger get 431. Default 16 KiB. */
   max_header_bytes: number;
+  /** Serve HTTPS (HTTP/1.1 over TLS) with this certificate; absent: plain HTTP. */
+  tls?: ListenerTlsConfig;
+}
+
+/** A TLS listener's certificate and key (PEM files; relative paths from the config file's directory). */
+export interface ListenerTlsConfig {
+  /** Certificate chain, leaf first. Re-read on every reload; a new certificate is swapped in. */
+  cert_file: string;
+  /** Unencrypted private key of the leaf certificate. */
+  key_file: string;
 }
 
 /** The admin listener: health, readiness, metrics, config and reload. */

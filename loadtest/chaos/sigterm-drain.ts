@@ -131,7 +131,8 @@ export async function runSigtermDrain(opts: SigtermOptions = {}): Promise<Sigter
             await new Promise((r) => setTimeout(r, 20));
             continue;
           }
-          fail(`${code}${keepAlive ? ' (keep-alive)' : ' (new connection)'}`);
+          if (!keepAlive && code === 'ECONNRESET') result.acceptResets++;
+          else fail(`${code}${keepAlive ? ' (keep-alive)' : ' (new connection)'}`);
           return null;
         }
       }

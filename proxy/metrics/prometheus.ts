@@ -30,10 +30,22 @@ export interface MetricsSource {
   draining: boolean;
   /** Overload protection's state; absent or null while it is off. */
   overload?: OverloadGauges | null;
+  /** The TLS listeners; absent or empty when there are none. */
+  tls?: readonly TlsListenerGauges[];
   /** Latest capacity reports per pool; absent or empty: no capacity gauges. */
   capacity?: readonly PoolCapacityReport[];
   /** The batch API's counters; absent when `batch_api` is off. */
   batchApi?: BatchApiMetrics;
+}
+
+/** What a TLS listener exports. */
+export interface TlsListenerGauges {
+  readonly listener: string;
+  /** End of validity of the certificate served to new connections. */
+  readonly notAfter: Date;
+  readonly swaps: number;
+  /** Connections still on an older certificate. */
+  readonly retiredConnections: number;
 }
 
 /** What overload protection exports. */
@@ -390,6 +402,25 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_config_version gauge',
     `sluice_config_version ${src.configVersion}`,
   );
+  const tls = src.tls ?? [];
+  if (tls.length > 0) {
+    out.push(
+      '# HELP sluice_tls_certificate_expiry_timestamp_seconds End of validity of the certificate new connections get (Unix time).',
+      '# TYPE sluice_tls_certificate_expiry_timestamp_seconds gauge',
+      ...tls.map(
+        (t) =>
+          `sluice_tls_certificate_expiry_timestamp_seconds{listener="${label(t.listener)}"} ${Math.floor(t.notAfter.getTime() / 1000)}`,
+      ),
+      '# HELP sluice_tls_certificate_swaps_total Certificates swapped in by reloads.',
+      '# TYPE sluice_tls_certificate_swaps_total counter',
+      ...tls.map((t) => `sluice_tls_certificate_swaps_total{listener="${label(t.listener)}"} ${t.swaps}`),
+      '# HELP sluice_tls_retired_connections Connections still served with an older certificate.',
+      '# TYPE sluice_tls_retired_connections gauge',
+      ...tls.map(
+        (t) => `sluice_tls_retired_connections{listener="${label(t.listener)}"} ${t.retiredConnections}`,
+      ),
+    );
+  }
   const o = src.overload ?? null;
   if (o !== null) {
     out.push(

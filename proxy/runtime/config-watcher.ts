@@ -11,7 +11,7 @@ import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 
 export class ConfigWatcher {
-  private readonly files: readonly string[];
+  private files: readonly string[];
   private readonly debounceMs: number;
   private readonly onChange: () => void;
   /** One watcher per directory, by path. */
@@ -82,6 +82,13 @@ export class ConfigWatcher {
       this.rewatch();
       this.onChange();
     }, this.debounceMs);
+  }
+
+  /** Watches `files` instead (a reload changed which certificate files are used). */
+  setFiles(files: readonly string[]): void {
+    if (this.closed) return;
+    this.files = files;
+    this.rewatch();
   }
 
   close(): void {

@@ -19,6 +19,8 @@ import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
 import { RuntimeState } from '../plan/runtime-state.js';
 import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
 import { NEVER_SHED } from '../server/load-shedder.js';
+import { loadTlsMaterial, type TlsMaterial } from '../server/tls-material.js';
+import { dirname } from 'node:path';
 import { BatchService } from '../batch-api/batch-service.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
 import { ConfigWatcher } from './config-watcher.js';
@@ -40,6 +42,8 @@ export interface ReloadResult {
   version: number;
   /** Formatted `file:line:col path: message` lines when rejected. */
   errors: string[];
+  /** TLS listeners whose certificate was swapped by this reload (it may be `unchanged` otherwise). */
+  certificates: string[];
 }
 
 /** Raised by `startSluice` when the config file is invalid. */
@@ -54,7 +58,8 @@ export class ConfigInvalidError extends Error {
 /** Parts of the config that bind sockets or processes; a reload cannot change them. */
 function restartOnly(c: SluiceConfig): string {
   return JSON.stringify([
-    c.listeners,
+    // A TLS listener's certificate files reload; whether it serves TLS does not.
+    c.listeners.map((l) => ({ ...l, tls: l.tls !== undefined })),
     c.admin,
     c.simulator ?? null,
     c.rate_limits.store,
@@ -84,6 +89,8 @@ export class Sluice {
   /** Per-pool capacity estimate, sampled off the request path. */
   private capacity: CapacityMonitor | null = null;
   private watcher: ConfigWatcher | null = null;
+  /** The checked certificate of each TLS listener, by listener name. */
+  private tls = new Map<string, TlsMaterial>();
   /** Overload protection (`server.overload`), null while it is off. */
   overload: OverloadMonitor | null = null;
   private reloading: Promise<ReloadResult> | null = null;
@@ -133,7 +140,10 @@ export class Sluice {
         });
         this.server.endpoints = this.batch.api;
       }
-      this.listeners = await this.server.listen(config.listeners);
+      const tls = await this.loadTls(config);
+      if (Array.isArray(tls)) throw new ConfigInvalidError(tls);
+      this.tls = tls;
+      this.listeners = await this.server.listen(config.listeners, tls);
       this.admin = new AdminServer({
         ready: () => this.server !== null && !this.server.draining,
         metricsText: () =>
@@ -149,6 +159,12 @@ export class Sluice {
             configVersion: this.plan.version,
             draining: this.server?.draining ?? false,
             overload: this.overload,
+            tls: this.server?.tlsListeners().map((l) => ({
+              listener: l.name,
+              notAfter: l.apps.material.notAfter,
+              swaps: l.apps.swaps,
+              retiredConnections: l.apps.retiredConnections,
+            })),
             capacity: this.capacity?.reports() ?? [],
             ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
           }),
@@ -169,7 +185,7 @@ export class Sluice {
       this.batch?.startWorker();
       if (watchFile)
         this.watcher = new ConfigWatcher(
-          [this.configPath],
+          this.watchedFiles(),
           config.server.reload_debounce_ms,
           () => void this.reload(true),
         );
@@ -245,15 +261,23 @@ export class Sluice {
       ]);
     }
     // Unchanged bytes need no parse: watch events for other files and editors' temp files are cheap.
-    if (createHash('sha256').update(text).digest('hex') === this.plan.digest)
-      return { result: 'unchanged', version: this.plan.version, errors: [] };
+    // The certificates are read again all the same (renewed in place, or by a Secret update).
+    if (createHash('sha256').update(text).digest('hex') === this.plan.digest) {
+      const tls = await this.loadTls(this.plan.config);
+      if (Array.isArray(tls)) return this.rejectReload(tls);
+      const swapped = this.swapChanged(tls);
+      if (typeof swapped === 'string') return this.rejectReload([swapped]);
+      return { result: 'unchanged', version: this.plan.version, errors: [], certificates: swapped };
+    }
     const loaded = parseConfig(text, this.configPath);
     if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
     if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
       return this.rejectReload([
-        `${this.configPath}: listeners, admin, simulator, the rate-limit store and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}: listeners (except their certificate files), admin, simulator, the rate-limit store and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
       ]);
     }
+    const tls = await this.loadTls(loaded.config);
+    if (Array.isArray(tls)) return this.rejectReload(tls);
     const old = this.plan;
     let next: Plan;
     try {
@@ -261,14 +285,66 @@ export class Sluice {
     } catch (e) {
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
+    const swapped = this.swapChanged(tls);
+    if (typeof swapped === 'string') return this.rejectReload([swapped]);
     this.plan = next;
     this.applyOverload(loaded.config);
     old.adoptOrphans(next.removedPools);
     next.removedPools = [];
     old.retire();
     this.stats.countReload('applied');
+    this.watcher?.setFiles(this.watchedFiles());
     this.log.info(`config reloaded: version ${next.version} (${loaded.digest.slice(0, 12)})`);
-    return { result: 'applied', version: next.version, errors: [] };
+    return { result: 'applied', version: next.version, errors: [], certificates: swapped };
+  }
+
+  /**
+   * Reads and checks the certificate and key of every TLS listener of `config`: the materials by
+   * listener name, or the error lines (one per listener that cannot serve).
+   */
+  private async loadTls(config: SluiceConfig): Promise<Map<string, TlsMaterial> | string[]> {
+    const out = new Map<string, TlsMaterial>();
+    const errors: string[] = [];
+    const dir = dirname(this.configPath);
+    for (const [i, l] of config.listeners.entries()) {
+      if (l.tls === undefined) continue;
+      try {
+        out.set(l.name, await loadTlsMaterial(l.tls, dir));
+      } catch (e) {
+        errors.push(`${this.configPath}: listeners[${i}].tls: ${(e as Error).message}`);
+      }
+    }
+    return errors.length > 0 ? errors : out;
+  }
+
+  /**
+   * Swaps in every certificate of `tls` that differs from the one served (all or none): the names
+   * of the listeners swapped, or why uWS refused one.
+   */
+  private swapChanged(tls: ReadonlyMap<string, TlsMaterial>): string[] | string {
+    const changed = new Map<string, TlsMaterial>();
+    for (const [name, m] of tls) if (this.tls.get(name)?.digest !== m.digest) changed.set(name, m);
+    if (changed.size === 0) return [];
+    try {
+      this.server!.swapCertificates(changed);
+    } catch (e) {
+      return `${this.configPath}: the new certificate could not be loaded: ${(e as Error).message}`;
+    }
+    for (const [name, m] of changed) {
+      this.tls.set(name, m);
+      this.log.info(
+        `listener ${name}: new certificate (${m.subject}, valid until ${m.notAfter.toISOString()}) for new connections`,
+      );
+    }
+    this.watcher?.setFiles(this.watchedFiles());
+    return [...changed.keys()];
+  }
+
+  /** The files a change of which may need a reload: the config and every certificate and key. */
+  private watchedFiles(): string[] {
+    const files = [this.configPath];
+    for (const m of this.tls.values()) files.push(m.certFile, m.keyFile);
+    return files;
   }
 
   /** Starts, reconfigures or stops overload protection as `config.server.overload` says. */
@@ -292,7 +368,7 @@ export class Sluice {
     this.log.error(
       `config reload rejected, still serving version ${this.plan.version}:\n  ${errors.join('\n  ')}`,
     );
-    return { result: 'rejected', version: this.plan.version, errors };
+    return { result: 'rejected', version: this.plan.version, errors, certificates: [] };
   }
 
   /**

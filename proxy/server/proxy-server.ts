@@ -22,6 +22,8 @@ import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
 import { NEVER_SHED, type LoadShedder } from './load-shedder.js';
 import { captureHead } from './request-head.js';
+import type { TlsMaterial } from './tls-material.js';
+import { UwsTlsApps, type PreparedSwap } from './uws-tls-apps.js';
 import { nextRequestId } from './request-id.js';
 import { UwsDownstream } from './uws-downstream.js';
 
@@ -36,9 +38,17 @@ export interface BoundListener {
 /** How long the drain waits with nothing in flight before it closes the connections, ms. */
 const DRAIN_QUIET_MS = 250;
 
-interface ListenerState {
+/** What the request handler reads of its listener. */
+interface ListenerView {
   config: ListenerConfig;
+  /** `x-forwarded-proto` of its requests. */
+  proto: string;
+}
+
+interface ListenerState extends ListenerView {
   app: TemplatedApp;
+  /** The TLS child apps of an HTTPS listener (`app` is then their acceptor), else null. */
+  tls: UwsTlsApps | null;
   socket: us_listen_socket | null;
   port: number;
 }
@@ -60,12 +70,26 @@ export class ProxyServer implements SessionHost {
     this.current = current;
   }
 
-  /** Binds every listener; rejects with a clear message when a port cannot be bound. */
-  async listen(configs: readonly ListenerConfig[]): Promise<BoundListener[]> {
+  /**
+   * Binds every listener; rejects with a clear message when a port cannot be bound. `tls` holds the
+   * checked certificate of each listener that has a `tls` section, by listener name.
+   */
+  async listen(
+    configs: readonly ListenerConfig[],
+    tls: ReadonlyMap<string, TlsMaterial> = new Map(),
+  ): Promise<BoundListener[]> {
     for (const config of configs) {
-      const app = App();
-      const state: ListenerState = { config, app, socket: null, port: 0 };
-      app.any('/*', (res, req) => this.onRequest(state, res, req));
+      const material = tls.get(config.name);
+      const view: ListenerView = { config, proto: material === undefined ? 'http' : 'https' };
+      const handle = (a: TemplatedApp): void => {
+        a.any('/*', (res, req) => this.onRequest(view, res, req));
+      };
+      const tlsApps = material === undefined ? null : new UwsTlsApps(material, handle);
+      const app = tlsApps?.acceptor ?? App();
+      if (tlsApps === null) handle(app);
+      const state: ListenerState = { ...view, app, tls: tlsApps, socket: null, port: 0 };
+      // Held before binding, so that a failed bind still closes its apps (closeNow).
+      this.listeners.push(state);
       await new Promise<void>((resolve, reject) => {
         app.listen(config.address, config.port, (socket) => {
           if (!socket) {
@@ -81,7 +105,6 @@ export class ProxyServer implements SessionHost {
           resolve();
         });
       });
-      this.listeners.push(state);
     }
     return this.bound();
   }
@@ -91,10 +114,10 @@ export class ProxyServer implements SessionHost {
     return this.listeners.map((l) => ({ name: l.config.name, address: l.config.address, port: l.port }));
   }
 
-  private onRequest(l: ListenerState, res: HttpResponse, req: HttpRequest): void {
+  private onRequest(l: ListenerView, res: HttpResponse, req: HttpRequest): void {
     // HOT
     const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
-    const head = captureHead(req, remote);
+    const head = captureHead(req, remote, l.proto);
     const ds = new UwsDownstream(res);
     const cfg = l.config;
     if (head.framingError !== null) {
@@ -192,6 +215,32 @@ export class ProxyServer implements SessionHost {
     });
   }
 
+  /**
+   * Serves new connections of the TLS listeners named in `materials` with their new certificate;
+   * open connections keep theirs. All or none: throws, changing nothing, when uWS cannot load one.
+   */
+  swapCertificates(materials: ReadonlyMap<string, TlsMaterial>): void {
+    const prepared: [UwsTlsApps, PreparedSwap][] = [];
+    try {
+      for (const [name, m] of materials) {
+        const apps = this.listeners.find((x) => x.config.name === name)?.tls ?? null;
+        if (apps === null) throw new Error(`listener ${name} does not serve TLS`);
+        prepared.push([apps, apps.prepare(m)]);
+      }
+    } catch (e) {
+      for (const [apps, p] of prepared) apps.discard(p);
+      throw e;
+    }
+    for (const [apps, p] of prepared) apps.commit(p);
+  }
+
+  /** The TLS state of each HTTPS listener, for metrics. */
+  tlsListeners(): { name: string; apps: UwsTlsApps }[] {
+    const out: { name: string; apps: UwsTlsApps }[] = [];
+    for (const l of this.listeners) if (l.tls !== null) out.push({ name: l.config.name, apps: l.tls });
+    return out;
+  }
+
   /** Closes listening sockets and every open connection immediately. */
   closeNow(): void {
     this.draining = true;
@@ -199,6 +248,7 @@ export class ProxyServer implements SessionHost {
       if (l.socket !== null) us_listen_socket_close(l.socket);
       l.socket = null;
       l.app.close();
+      l.tls?.close();
     }
     this.listeners.length = 0;
   }

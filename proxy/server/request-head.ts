@@ -88,10 +88,11 @@ function onHeader(name: string, value: string): void {
 }
 
 /**
- * Captures the head of `req`. `remoteAddress` is the client IP as text. Returns the shared
- * RequestHead; read it before the handler returns.
+ * Captures the head of `req`. `remoteAddress` is the client IP as text; `proto` the scheme the
+ * client used (`x-forwarded-proto`). Returns the shared RequestHead; read it before the handler
+ * returns.
  */
-export function captureHead(req: HttpRequest, remoteAddress: string): RequestHead {
+export function captureHead(req: HttpRequest, remoteAddress: string, proto = 'http'): RequestHead {
   // HOT
   hostCount = 0;
   clCount = 0;
@@ -135,7 +136,7 @@ export function captureHead(req: HttpRequest, remoteAddress: string): RequestHea
     'x-forwarded-host',
     hostValue,
     'x-forwarded-proto',
-    'http',
+    proto,
   );
   return head;
 }
