@@ -185,6 +185,24 @@ interface PortUser {
   path: ConfigPath;
 }
 
+/**
+ * TLS is served by the uWebSockets.js engine only (`pipelining: 0`); Sluice's own HTTP/1.1 engine
+ * does not terminate TLS yet.
+ */
+function checkListenerTls(data: Json, issues: ConfigIssue[]): void {
+  for (const [index, listener] of entries(data['listeners'])) {
+    if (!isRecord(listener) || listener['tls'] === undefined) continue;
+    const pipelining = listener['pipelining'];
+    if (typeof pipelining === 'number' && pipelining > 0) {
+      issues.push({
+        path: ['listeners', index, 'tls'],
+        anchor: 'key',
+        message: `TLS is served only with pipelining: 0 (this listener has pipelining: ${pipelining}); Sluice's own HTTP/1.1 engine does not terminate TLS yet`,
+      });
+    }
+  }
+}
+
 /** Listener ports must differ (0 excepted: each 0 gets its own free port), and differ from admin's. */
 function checkListenerPorts(data: Json, view: SourceView, issues: ConfigIssue[]): PortUser[] {
   const used: PortUser[] = [];
@@ -354,6 +372,28 @@ function checkSimulatorPorts(data: Json, used: readonly PortUser[], issues: Conf
   }
 }
 
+/** Plugin instance names a listener or route lists are declared under plugins. */
+function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
+  const names = entries(data['plugins']).flatMap(([, p]) => text(p, 'name') ?? []);
+  for (const section of ['listeners', 'routes']) {
+    for (const [index, entry] of entries(data[section])) {
+      const list = entry['plugins'];
+      if (!Array.isArray(list)) continue;
+      list.forEach((name: unknown, i) => {
+        if (typeof name !== 'string' || names.includes(name)) return;
+        const closest = suggestClosest(name, names);
+        const suggestion = closest === undefined ? '' : ` (did you mean ${JSON.stringify(closest)}?)`;
+        issues.push({
+          path: [section, index, 'plugins', i],
+          anchor: 'value',
+          message: `unknown plugin instance ${JSON.stringify(name)}${suggestion}; declared under plugins: ${names.join(', ') || '(none)'}`,
+        });
+      });
+    }
+  }
+  checkRedisStore(data['plugin_store'], ['plugin_store'], issues);
+}
+
 /**
  * Runs every cross-field rule over the defaults-applied data and returns the problems found, each
  * pointing at the value (or key) to change; an empty list means the rules hold.
@@ -365,11 +405,14 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkUniqueNames(data, 'pools', 'pool', issues);
   checkUniqueNames(data, 'routes', 'route', issues);
   checkUniqueNames(data, 'tenants', 'tenant', issues);
+  checkUniqueNames(data, 'plugins', 'plugin instance', issues);
+  checkPluginRefs(data, issues);
   checkTenants(data, issues);
   checkBatchApi(data, issues);
   checkRoutePools(data, issues);
   checkAffinity(data, issues);
   const used = checkListenerPorts(data, view, issues);
+  checkListenerTls(data, issues);
   checkNodes(data, issues);
   checkConnections(data, issues);
   checkRouteMatches(data, issues);

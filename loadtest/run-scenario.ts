@@ -17,6 +17,7 @@ import { startFleet, type FleetHandle } from './env/fleet-handle.js';
 import { freePort } from './env/free-port.js';
 import { metricsProbe, type NodeProbe, type NodeSample } from './env/node-probe.js';
 import { startSluiceChild, type SluiceChild } from './env/sluice-process.js';
+import { parsePromText } from './env/prom-text.js';
 import { LoadtestError, LoadtestErrorCode } from './loadtest-error.js';
 import { buildResult } from './report/build-result.js';
 import type { LoadtestResult } from './report/result.js';
@@ -61,6 +62,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
   let fleet: FleetHandle | null = null;
   let sluice: SluiceChild | null = null;
   let sender: HttpSender | null = null;
+  let adminUrl: string | null = null;
   try {
     if (spec.fleet !== null) {
       fleet = await startFleet(spec.fleet);
@@ -69,11 +71,13 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       );
     }
     if (spec.sluice !== null) {
+      const adminPort = await freePort();
       const text = expandTemplate(spec.sluice.template, {
         nodeUrls: fleet?.urls ?? [],
         port: await freePort(),
-        adminPort: await freePort(),
+        adminPort,
       });
+      adminUrl = `http://127.0.0.1:${adminPort}`;
       sluice = await startSluiceChild(text, spec.sluice.listener);
       log(`sluice: pid ${sluice.pid ?? '?'} listening on ${sluice.url}`);
     }
@@ -112,6 +116,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     }
     const before: NodeSample[] = (await probe?.sample()) ?? [];
     const cpuBefore = (await sluice?.cpuSeconds()) ?? null;
+    const pluginsBefore = await pluginSeries(adminUrl);
     const startedAt = new Date();
     const recorder = new Recorder(spec.workload.tenants.length, performance.now());
     const phase = makePhase(durationMs, recorder);
@@ -120,6 +125,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     const wallMs = performance.now() - recorder.phaseStart;
     const after: NodeSample[] = (await probe?.sample()) ?? [];
     const cpuAfter = (await sluice?.cpuSeconds()) ?? null;
+    const pluginsAfter = await pluginSeries(adminUrl);
     if (recorder.targetRefused()) throw refused(origins);
     const sendingMs = (phase.stoppedAt ?? recorder.phaseStart + durationMs) - recorder.phaseStart;
     return buildResult(recorder, {
@@ -136,6 +142,9 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       nodesAfter: after,
       source: source.stats(),
       stoppedEarly: signal.aborted ? 'interrupted' : null,
+      ...(pluginsAfter === null || pluginsAfter.size === 0
+        ? {}
+        : { pluginMetrics: pluginDelta(pluginsBefore, pluginsAfter) }),
     });
   } finally {
     sender?.abortAll();
@@ -143,6 +152,35 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     await sluice?.stop();
     await fleet?.close();
   }
+}
+
+/** The `sluice_plugin_*` series of a Sluice admin API (`name{labels}` → value), or null when unreadable. */
+async function pluginSeries(adminUrl: string | null): Promise<Map<string, number> | null> {
+  if (adminUrl === null) return null;
+  try {
+    const text = await (await fetch(`${adminUrl}/metrics`)).text();
+    const out = new Map<string, number>();
+    for (const s of parsePromText(text)) {
+      if (!s.name.startsWith('sluice_plugin_')) continue;
+      const labels = Object.entries(s.labels)
+        .map(([k, v]) => `${k}="${v}"`)
+        .join(',');
+      out.set(labels === '' ? s.name : `${s.name}{${labels}}`, s.value);
+    }
+    return out;
+  } catch {
+    return null;
+  }
+}
+
+/** Counters (`_total`) as the difference over the phase; gauges as their last value. */
+function pluginDelta(before: Map<string, number> | null, after: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of after) {
+    const counter = k.split('{')[0]!.endsWith('_total');
+    out[k] = counter ? v - (before?.get(k) ?? 0) : v;
+  }
+  return out;
 }
 
 function refused(origins: string[]): LoadtestError {

@@ -17,6 +17,13 @@ export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'upgrade',
 ]);
 
+/**
+ * Request headers never forwarded to a node: the hop-by-hop ones, and `proxy-authorization`, the
+ * client's credentials for a proxy (RFC 9110 §11.7.2): Sluice asks for none, and a node must not
+ * see them.
+ */
+export const REQUEST_NOT_FORWARDED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'proxy-authorization']);
+
 /** Response headers never copied from the node to the client. */
 const RESPONSE_SKIP: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'content-length', 'date', 'x-request-id']);
 

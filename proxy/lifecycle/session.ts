@@ -33,6 +33,7 @@ import { classifyUpstreamError } from './upstream-errors.js';
 import { SSE_EVENT_FOUND, scanSseForEvent } from './sse-first-event.js';
 import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
+import { PluginRun } from '../plugin/plugin-run.js';
 
 /** What a session needs from the server that owns it. */
 export interface SessionHost {
@@ -57,12 +58,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   readonly downstream: Downstream;
   /** Request id (client's `x-request-id` when valid, else generated). */
   readonly id: string;
-  /** Method as sent (upper-case for standard methods). */
-  readonly method: string;
+  /** Method as sent (upper-case for standard methods); a plugin's onRequest may change it. */
+  method: string;
   /** Path without query string. */
-  readonly path: string;
+  path: string;
   /** Path with query string, as forwarded. */
-  readonly url: string;
+  url: string;
   /** Lower-case Host without port. */
   readonly hostName: string;
   /** Forwarded request headers, flat `[name, value, ...]`, lower-case names. */
@@ -84,6 +85,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   priorityClass: number | null = null;
   /** Work a local endpoint runs for this request, aborted if the client leaves. */
   local: LocalWork | null = null;
+  /** Index of the listener the request came in on (its plugins apply). */
+  listener = 0;
+  /** The plugin hook runner, on routes and listeners with plugins; else null. */
+  plug: PluginRun | null = null;
   /** The rate-limit decision that admitted the request, when limits apply. */
   private limit: RateLimitDecision | null = null;
   /** The request's place in its pool's admission queue, when the pool has one. */
@@ -123,7 +128,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private retryTimer: NodeJS.Timeout | null = null;
   private hedgeTimer: NodeJS.Timeout | null = null;
   private sse = false;
-  private finished = false;
+  /** True once the request is finished (exactly once). */
+  finished = false;
 
   constructor(
     host: SessionHost,
@@ -187,6 +193,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       endpoints.handle(this);
       return;
     }
+    const pre = this.plan.preRoute;
+    if (pre !== null) {
+      const hooks = pre[this.listener];
+      if (hooks != null && !PluginRun.preRoute(this, hooks)) return;
+    }
+    this.routeRequest();
+  }
+
+  /** Matches the route, then runs the route's plugins' onRequest hooks (if any). */
+  routeRequest(): void {
+    // HOT
     const route = this.plan.routes.match(this);
     if (route === null) {
       const hint = this.body !== null && this.json() === null ? ' (the body is not valid JSON)' : '';
@@ -195,11 +212,24 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     this.route = route;
+    const chains = route.plugins;
+    if (chains !== null) {
+      const chain = chains[this.listener];
+      if (chain != null && !PluginRun.enterRoute(this, chain)) return;
+    }
+    this.authenticate();
+  }
+
+  /** Authenticates the tenant (unless a plugin named it) and checks its rate limits, then admits. */
+  authenticate(): void {
+    // HOT
+    const route = this.route!;
     const tp = this.plan.tenants;
     if (tp.table !== null) {
-      let t = this.internal
-        ? (this.tenantInfo ?? tp.table.authenticate(undefined, true))
-        : tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
+      let t =
+        this.internal || this.tenantInfo !== null
+          ? (this.tenantInfo ?? tp.table.authenticate(undefined, true))
+          : tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
       // A batch item of an anonymous caller reaches only the routes anonymous callers may use.
       if (t !== null && this.internal && t.anonymous && !route.allowAnonymous) t = null;
       if (!this.useTenant(t)) return;
@@ -264,11 +294,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     return true;
   }
 
-  /** Chooses the pool and passes its admission control, then dispatches. */
-  private admit(): void {
+  /** Runs the onRoute hooks, chooses the pool and passes its admission control, then dispatches. */
+  admit(): void {
     // HOT
+    const p = this.plug;
+    if (p !== null && !p.routeDone && !p.routeHooks()) return;
     const route = this.route!;
-    const pool = route.choosePool(this);
+    const pool = p !== null && p.pool_ !== null ? p.pool_ : route.choosePool(this);
     this.usePool(pool);
     const state = pool.state;
     const ctl = state.admission;
@@ -393,13 +425,26 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     node.inFlight++;
     node.inFlightCost += cost;
     node.attempts++;
-    const t = route.timeouts;
-    node.dispatch(
+    const p = this.plug;
+    if (p !== null && !p.upstreamHooks(att)) return;
+    this.dispatchAttempt(att);
+  }
+
+  /** Sends an attempt to its node (after the onUpstreamRequest hooks, if any). */
+  dispatchAttempt(att: Attempt): void {
+    // HOT
+    if (this.finished) {
+      this.releaseAttempt(att);
+      return;
+    }
+    const t = this.route!.timeouts;
+    const p = this.plug;
+    att.node.dispatch(
       {
         method: this.method,
         path: this.url,
-        headers: this.headers,
-        body: this.body,
+        headers: p === null ? this.headers : p.upstreamHeaders(),
+        body: p === null ? this.body : p.upstreamBody(),
         ttfbMs: t.ttfbMs,
         idleMs: t.idleMs,
       },
@@ -489,6 +534,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
     // While draining, tell the client not to reuse the connection (uWS closes it when the drain ends).
     if (this.host.draining) out.push('connection', 'close');
+    const p = this.plug;
+    if (p !== null) {
+      p.responseHead(att, status, out, Number.isFinite(length) ? length : -1, noBody);
+      return;
+    }
     this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody);
   }
 
@@ -500,6 +550,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       this.tail0 = this.tail1;
       this.tail1 = this.tail2;
       this.tail2 = chunk;
+    }
+    if (this.plug !== null) {
+      this.plug.responseBody(att, chunk);
+      return;
     }
     if (!this.downstream.write(chunk)) att.pause();
   }
@@ -521,6 +575,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.releaseAttempt(att);
     if (this.finished) return;
     if (att === this.winner) {
+      if (this.plug !== null) {
+        this.plug.responseBody(null, null);
+        return;
+      }
       this.downstream.end();
       this.finish();
       return;
@@ -694,17 +752,46 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       Errors.totalTimeout,
       `upstream did not finish within ${this.route!.timeouts.totalMs} ms`,
     );
+    this.failWith(err);
+  }
+
+  /** Ends a response whose winner was chosen: aborts the node's answer and tells the client. */
+  private abortStream(err: SluiceError): void {
     const w = this.winner;
-    if (w !== null) {
+    if (w !== null && !w.released) {
       w.cancelled = true;
       this.releaseAttempt(w);
-      this.endAfterHead(err);
-      w.abort(err);
+    }
+    if (this.downstream.started) this.endAfterHead(err);
+    else this.fail(err.kind, err.message);
+    w?.abort(err);
+  }
+
+  /**
+   * Ends the request with `err` wherever it stands (a timeout, a failed plugin hook): an error reply
+   * before the head, an SSE error event or a cut body after it; attempts in flight are aborted.
+   */
+  failWith(err: SluiceError): void {
+    if (this.finished) return;
+    if (this.winner !== null) {
+      this.abortStream(err);
       return;
     }
     this.fail(err.kind, err.message);
     this.first?.cancel(err);
     this.second?.cancel(err);
+  }
+
+  /** Gives back an attempt that was never dispatched (a plugin answered, failed, or the client left). */
+  dropAttempt(att: Attempt): void {
+    this.releaseAttempt(att);
+  }
+
+  /** Replaces the request body (a plugin's onRequest); the parsed JSON and cost are recomputed. */
+  replaceBody(body: Buffer | null): void {
+    this.body = body;
+    this.parsed = UNPARSED;
+    this.costTokens = 0;
   }
 
   /**
@@ -714,9 +801,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    * truncated response rather than a short success.
    */
   private endAfterHead(e: SluiceError): void {
-    if (this.downstream.abandonHead()) {
-      // The head was still held back (no body byte yet): nothing reached the client, so it gets a
-      // clean error reply, and as no node answered, the tenant is charged nothing.
+    if (this.plug !== null) this.plug.errorCode = e.kind.code;
+    if (!this.downstream.started || this.downstream.abandonHead()) {
+      // No byte reached the client (a plugin still holds the head, or it waits for the first body
+      // bytes): it gets a clean error reply, and as no node answered, the tenant is charged nothing.
       this.winner = null;
       this.fail(e.kind, e.message, e.headers);
       return;
@@ -747,6 +835,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   fail(kind: ErrorKind, message: string, extraHeaders: readonly string[] = []): void {
     if (this.finished) return;
     this.status = kind.status;
+    if (this.plug !== null) this.plug.errorCode = kind.code;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     this.downstream.reply(
@@ -758,7 +847,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.finish();
   }
 
-  private finish(): void {
+  /** Ends the request's bookkeeping, exactly once, whatever ended it. */
+  finish(): void {
     // HOT
     if (this.finished) return;
     this.finished = true;
@@ -784,6 +874,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       route.stats.count(this.status);
       route.stats.duration.recordMs(now - this.startMs);
     }
+    if (this.plug !== null) this.plug.done();
     this.plan.release();
     this.host.sessionDone(this);
   }

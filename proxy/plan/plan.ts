@@ -22,6 +22,12 @@ import type { NodeRegistry } from '../upstream/node-registry.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { attachHealth } from './health-wiring.js';
 import type { RuntimeState } from './runtime-state.js';
+import {
+  compilePreRoute,
+  compileRouteChains,
+  type PluginInstance,
+  type PreRouteHooks,
+} from '../plugin/plugin-chain.js';
 import { compileTenantPlan, type TenantPlan } from './tenant-wiring.js';
 
 /** Balancing policies by YAML kind. */
@@ -52,6 +58,10 @@ export class Plan {
   readonly pools: ReadonlyMap<string, Pool>;
   /** Tenants, their limits and the rate limiter (fields null when no tenants are configured). */
   readonly tenants: TenantPlan;
+  /** Per listener index, the plugins' onRequest hooks that run before routing; null when none. */
+  preRoute: readonly (PreRouteHooks | null)[] | null = null;
+  /** The plugin instances of this plan, closed when it is disposed. */
+  pluginInstances: readonly PluginInstance[] = [];
   /** Requests holding this plan. */
   inFlight = 0;
   /** States of pools this plan's config removed (the previous plan adopts and closes them). */
@@ -114,6 +124,7 @@ export class Plan {
     for (const n of this.nodes) this.registry.release(n);
     for (const s of this.orphans) s.close();
     this.orphans = [];
+    for (const p of this.pluginInstances) void p.close();
   }
 }
 
@@ -147,6 +158,8 @@ export interface CompileContext {
   stats: StatsRegistry;
   runtime: RuntimeState;
   log: Logger;
+  /** The config's plugin instances by name, created for this plan. Default none. */
+  plugins?: ReadonlyMap<string, PluginInstance>;
 }
 
 /**
@@ -211,6 +224,7 @@ export function compilePlan(
     if (p === undefined) throw new Error(`unknown pool ${name}`);
     return p;
   };
+  const plugins = ctx.plugins ?? new Map<string, PluginInstance>();
   const routes = config.routes.map((rc) => {
     const single = rc.pool === undefined ? null : poolOf(rc.pool);
     const split =
@@ -242,6 +256,7 @@ export function compilePlan(
               },
         retries: resolveRetries(rc),
         routeHeader: rc.route_header,
+        plugins: plugins.size === 0 ? null : compileRouteChains(config.listeners, rc.plugins, plugins),
         batcher:
           rc.batching === undefined
             ? null
@@ -260,5 +275,9 @@ export function compilePlan(
   const removed = ctx.runtime.retain(new Set(pools.keys()), new Set(config.routes.map((r) => r.name)));
   const plan = new Plan(version, config, digest, new RouteTable(routes), pools, nodes, ctx.registry, tenants);
   plan.removedPools = removed;
+  if (plugins.size > 0) {
+    plan.preRoute = compilePreRoute(config.listeners, plugins);
+    plan.pluginInstances = [...plugins.values()];
+  }
   return plan;
 }

@@ -10,6 +10,7 @@ import type { RouteStats } from '../metrics/stats.js';
 import type { Session } from '../lifecycle/session.js';
 import type { PoolChoice } from './pool-choice.js';
 import type { MicroBatcher } from '../batch/micro-batcher.js';
+import type { PluginChain } from '../plugin/plugin-chain.js';
 
 /** What a route retries on, as bits. */
 export const RetryOn = {
@@ -51,6 +52,8 @@ export interface RouteTargets {
   routeHeader: boolean;
   /** The route's micro-batcher, or null when requests go upstream one by one. */
   batcher: MicroBatcher | null;
+  /** Plugin chains by listener index; null when no plugin applies to the route. Default null. */
+  plugins?: readonly (PluginChain | null)[] | null;
 }
 
 /** Timeouts resolved for one route, ms (0 = disabled). */
@@ -76,6 +79,8 @@ export class Route {
   readonly allowAnonymous: boolean;
   /** Micro-batcher of the route, or null. */
   readonly batcher: MicroBatcher | null;
+  /** Plugin chains by listener index, or null when no plugin applies (one check per request). */
+  readonly plugins: readonly (PluginChain | null)[] | null;
   readonly timeouts: ResolvedTimeouts;
   /** Total-timeout deadlines of the route's requests under one timer; null when total_ms is 0. */
   readonly deadlines: DeadlineList | null;
@@ -103,6 +108,7 @@ export class Route {
     this.routeHeader = targets.routeHeader;
     this.allowAnonymous = config.allow_anonymous;
     this.batcher = targets.batcher;
+    this.plugins = targets.plugins ?? null;
     this.stats = stats;
     const t = { ...poolTimeouts, ...config.timeouts };
     this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };

@@ -3,7 +3,7 @@
  * them, compiles the first plan, binds the listeners and the admin API, and owns reload and
  * shutdown. Reload is all-or-nothing: a config that fails any check leaves the running plan as is.
  */
-import { formatConfigError, loadConfigFile, parseConfig } from '../../config/loader.js';
+import { formatConfigError, loadConfigFile, loadConfigText } from '../../config/loader.js';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { SluiceConfig } from '../../config/types.js';
@@ -24,6 +24,9 @@ import { dirname } from 'node:path';
 import { BatchService } from '../batch-api/batch-service.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
 import { ConfigWatcher } from './config-watcher.js';
+import type { LoadedPlugin } from '../plugin/plugin-loader.js';
+import type { PluginInstance } from '../plugin/plugin-chain.js';
+import { PluginRuntime } from '../plugin/plugin-runtime.js';
 import { createLogger, type Logger } from './logger.js';
 import { OverloadMonitor } from './overload-monitor.js';
 
@@ -58,8 +61,10 @@ export class ConfigInvalidError extends Error {
 /** Parts of the config that bind sockets or processes; a reload cannot change them. */
 function restartOnly(c: SluiceConfig): string {
   return JSON.stringify([
-    // A TLS listener's certificate files reload; whether it serves TLS does not.
-    c.listeners.map((l) => ({ ...l, tls: l.tls !== undefined })),
+    // A listener's plugin list and certificate files are reloadable; its socket, and whether it
+    // serves TLS, are not.
+    c.listeners.map((l) => ({ ...l, plugins: undefined, tls: l.tls !== undefined })),
+    c.plugin_store,
     c.admin,
     c.simulator ?? null,
     c.rate_limits.store,
@@ -78,6 +83,8 @@ export class Sluice {
   readonly registry = new NodeRegistry();
   /** Pool budgets, health trackers and sticky tables, kept across reloads. */
   readonly runtime = new RuntimeState();
+  /** Plugin metrics and key-value store, kept across reloads. */
+  readonly plugins: PluginRuntime;
   listeners: BoundListener[] = [];
   adminPort = 0;
   sim: SimFleet | null = null;
@@ -100,10 +107,11 @@ export class Sluice {
   constructor(configPath: string, log: Logger) {
     this.configPath = configPath;
     this.log = log;
+    this.plugins = new PluginRuntime(log);
   }
 
-  private compileContext(): CompileContext {
-    return { registry: this.registry, stats: this.stats, runtime: this.runtime, log: this.log };
+  private compileContext(plugins: ReadonlyMap<string, PluginInstance>): CompileContext {
+    return { registry: this.registry, stats: this.stats, runtime: this.runtime, log: this.log, plugins };
   }
 
   /** The plan new requests run on. */
@@ -112,7 +120,12 @@ export class Sluice {
   }
 
   /** Starts everything described by `config`. Rejects (after cleaning up) if a socket cannot be bound. */
-  async start(config: SluiceConfig, digest: string, watchFile: boolean): Promise<void> {
+  async start(
+    config: SluiceConfig,
+    digest: string,
+    watchFile: boolean,
+    plugins: readonly LoadedPlugin[] = [],
+  ): Promise<void> {
     try {
       if (config.simulator !== undefined) {
         const s = config.simulator;
@@ -126,7 +139,13 @@ export class Sluice {
         });
         this.log.info(`simulator: ${s.nodes} nodes (${s.profile}) at ${this.sim.urls.join(' ')}`);
       }
-      this.plan = compilePlan(1, config, digest, this.compileContext());
+      const instances = await this.plugins.createInstances(plugins, config.plugin_store, this.configPath);
+      try {
+        this.plan = compilePlan(1, config, digest, this.compileContext(instances));
+      } catch (e) {
+        for (const i of instances.values()) await i.close();
+        throw e;
+      }
       this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
       this.capacity.start();
       this.server = new ProxyServer(this.stats, () => this.plan);
@@ -166,6 +185,7 @@ export class Sluice {
               retiredConnections: l.apps.retiredConnections,
             })),
             capacity: this.capacity?.reports() ?? [],
+            plugins: this.plugins.metrics,
             ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
           }),
         configView: () => ({
@@ -269,24 +289,38 @@ export class Sluice {
       if (typeof swapped === 'string') return this.rejectReload([swapped]);
       return { result: 'unchanged', version: this.plan.version, errors: [], certificates: swapped };
     }
-    const loaded = parseConfig(text, this.configPath);
+    const loaded = await loadConfigText(text, this.configPath);
     if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
     if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
       return this.rejectReload([
-        `${this.configPath}: listeners (except their certificate files), admin, simulator, the rate-limit store and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}: listeners (except their plugins and certificate files), admin, simulator, the rate-limit and plugin stores and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
       ]);
     }
     const tls = await this.loadTls(loaded.config);
     if (Array.isArray(tls)) return this.rejectReload(tls);
     const old = this.plan;
     let next: Plan;
+    let instances: Map<string, PluginInstance>;
     try {
-      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext());
+      instances = await this.plugins.createInstances(
+        loaded.plugins ?? [],
+        loaded.config.plugin_store,
+        this.configPath,
+      );
     } catch (e) {
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
+    try {
+      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
+    } catch (e) {
+      for (const i of instances.values()) await i.close();
+      return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
+    }
     const swapped = this.swapChanged(tls);
-    if (typeof swapped === 'string') return this.rejectReload([swapped]);
+    if (typeof swapped === 'string') {
+      for (const i of instances.values()) await i.close();
+      return this.rejectReload([swapped]);
+    }
     this.plan = next;
     this.applyOverload(loaded.config);
     old.adoptOrphans(next.removedPools);
@@ -399,6 +433,8 @@ export class Sluice {
     await this.admin?.close();
     this.admin = null;
     await this.runtime.close();
+    if (this.plan !== undefined) for (const i of this.plan.pluginInstances) await i.close();
+    await this.plugins.close();
     await this.registry.destroyAll();
     await this.sim?.close();
     this.sim = null;
@@ -443,6 +479,6 @@ export async function startSluice(options: SluiceOptions): Promise<Sluice> {
   const loaded = await loadConfigFile(options.configPath);
   if (!loaded.ok) throw new ConfigInvalidError(loaded.errors.map(formatConfigError));
   const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'));
-  await sluice.start(loaded.config, loaded.digest, options.watch ?? true);
+  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? []);
   return sluice;
 }

@@ -1,7 +1,8 @@
 /**
- * The downstream listeners: one uWS app per configured listener, the request handler that captures
- * the head, refuses bad framing and oversize requests, and hands a Session to the core; and the
- * graceful drain. The only module that creates uWS apps.
+ * The downstream listeners: per configured listener either a uWS app (`pipelining: 0`; for TLS,
+ * the swappable apps of `uws-tls-apps.ts`) or Sluice's own HTTP/1.1 server (`net-listener.ts`),
+ * both handing captured heads to the shared `RequestIntake`; the connection cap on uWS listeners;
+ * certificate swaps; and the graceful drain. The only module that creates uWS apps.
  */
 import './uws-env.js';
 import {
@@ -14,18 +15,18 @@ import {
   type us_listen_socket,
 } from 'uWebSockets.js';
 import type { ListenerConfig } from '../../config/types.js';
-import { nowMs } from '../lifecycle/clock.js';
-import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
-import { Session, type SessionHost } from '../lifecycle/session.js';
+import type { Session, SessionHost } from '../lifecycle/session.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
-import { NEVER_SHED, type LoadShedder } from './load-shedder.js';
+import { nowMs } from '../lifecycle/clock.js';
+import type { LoadShedder } from './load-shedder.js';
+import { NetListener } from './net-listener.js';
 import { captureHead } from './request-head.js';
+import { ListenerRuntime, RequestIntake } from './request-intake.js';
 import type { TlsMaterial } from './tls-material.js';
-import { UwsTlsApps, type PreparedSwap } from './uws-tls-apps.js';
-import { nextRequestId } from './request-id.js';
 import { UwsDownstream } from './uws-downstream.js';
+import { UwsTlsApps, type PreparedSwap } from './uws-tls-apps.js';
 
 /** A bound listener. */
 export interface BoundListener {
@@ -38,17 +39,20 @@ export interface BoundListener {
 /** How long the drain waits with nothing in flight before it closes the connections, ms. */
 const DRAIN_QUIET_MS = 250;
 
-/** What the request handler reads of its listener. */
+/** What the uWS request handler reads of its listener. */
 interface ListenerView {
-  config: ListenerConfig;
+  rt: ListenerRuntime;
   /** `x-forwarded-proto` of its requests. */
   proto: string;
 }
 
 interface ListenerState extends ListenerView {
-  app: TemplatedApp;
-  /** The TLS child apps of an HTTPS listener (`app` is then their acceptor), else null. */
+  /** The uWS app (`pipelining: 0`; a TLS listener's acceptor), or null. */
+  app: TemplatedApp | null;
+  /** The TLS child apps of an HTTPS uWS listener, else null. */
   tls: UwsTlsApps | null;
+  /** Sluice's own HTTP/1.1 server (`pipelining` > 0), or null. */
+  net: NetListener | null;
   socket: us_listen_socket | null;
   port: number;
 }
@@ -58,16 +62,19 @@ export class ProxyServer implements SessionHost {
   draining = false;
   /** Endpoints Sluice answers itself (the batch API), or null. Set before `listen`. */
   endpoints: LocalEndpoints | null = null;
-  /** Overload protection: read once per request before it becomes a session. */
-  shedder: LoadShedder = NEVER_SHED;
-  private readonly current: () => Plan;
+  private readonly intake: RequestIntake;
   private readonly listeners: ListenerState[] = [];
   private drained: (() => void) | null = null;
 
   /** `current` returns the plan new requests should run on. */
   constructor(stats: StatsRegistry, current: () => Plan) {
     this.stats = stats;
-    this.current = current;
+    this.intake = new RequestIntake(this, current);
+  }
+
+  /** Overload protection, read once per request where it would become a session (RequestIntake). */
+  set shedder(s: LoadShedder) {
+    this.intake.shedder = s;
   }
 
   /**
@@ -79,15 +86,23 @@ export class ProxyServer implements SessionHost {
     tls: ReadonlyMap<string, TlsMaterial> = new Map(),
   ): Promise<BoundListener[]> {
     for (const config of configs) {
+      const rt = new ListenerRuntime(config, this.stats.listener(config.name), this, this.listeners.length);
+      if (config.pipelining > 0) {
+        const net = new NetListener(rt, this.intake, this);
+        const port = await net.listen();
+        this.listeners.push({ rt, proto: 'http', app: null, tls: null, net, socket: null, port });
+        continue;
+      }
       const material = tls.get(config.name);
-      const view: ListenerView = { config, proto: material === undefined ? 'http' : 'https' };
+      const view: ListenerView = { rt, proto: material === undefined ? 'http' : 'https' };
       const handle = (a: TemplatedApp): void => {
+        a.filter((res, count) => countConnection(rt, res, count));
         a.any('/*', (res, req) => this.onRequest(view, res, req));
       };
       const tlsApps = material === undefined ? null : new UwsTlsApps(material, handle);
       const app = tlsApps?.acceptor ?? App();
       if (tlsApps === null) handle(app);
-      const state: ListenerState = { ...view, app, tls: tlsApps, socket: null, port: 0 };
+      const state: ListenerState = { ...view, app, tls: tlsApps, net: null, socket: null, port: 0 };
       // Held before binding, so that a failed bind still closes its apps (closeNow).
       this.listeners.push(state);
       await new Promise<void>((resolve, reject) => {
@@ -111,59 +126,18 @@ export class ProxyServer implements SessionHost {
 
   /** The listeners as bound. */
   bound(): BoundListener[] {
-    return this.listeners.map((l) => ({ name: l.config.name, address: l.config.address, port: l.port }));
+    return this.listeners.map((l) => ({
+      name: l.rt.config.name,
+      address: l.rt.config.address,
+      port: l.port,
+    }));
   }
 
   private onRequest(l: ListenerView, res: HttpResponse, req: HttpRequest): void {
     // HOT
     const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
     const head = captureHead(req, remote, l.proto);
-    const ds = new UwsDownstream(res);
-    const cfg = l.config;
-    if (head.framingError !== null) {
-      this.refuse(ds, Errors.badFraming, `malformed request framing: ${head.framingError}`);
-      return;
-    }
-    if (head.headerBytes > cfg.max_header_bytes) {
-      this.refuse(ds, Errors.headersTooLarge, `request headers exceed ${cfg.max_header_bytes} bytes`);
-      return;
-    }
-    if (head.contentLength > cfg.max_body_bytes) {
-      this.refuse(
-        ds,
-        Errors.bodyTooLarge,
-        `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
-      );
-      return;
-    }
-    const shedder = this.shedder;
-    if (shedder.shedding) {
-      // Sluice itself is overloaded: the cheapest answer, prepared by the monitor, connection kept.
-      shedder.shed++;
-      this.stats.countRejected(Errors.proxyOverloaded.id);
-      ds.reply(503, shedder.replyHeaders, shedder.replyBody, false);
-      return;
-    }
-    const id = head.requestId ?? nextRequestId();
-    head.headers.push('x-request-id', id);
-    const plan = this.current();
-    plan.acquire();
-    this.stats.inFlight++;
-    const s = new Session(this, plan, ds, id, head.method, head.path, head.url, head.hostName, head.headers);
-    ds.attach(s);
-    if (head.contentLength > 0 || head.chunked) ds.readBody(head.contentLength, cfg.max_body_bytes);
-    else s.run();
-  }
-
-  /** Refuses a request before it becomes a session; these kinds always close the connection. */
-  private refuse(ds: UwsDownstream, kind: ErrorKind, message: string): void {
-    this.stats.countRejected(kind.id);
-    ds.reply(
-      kind.status,
-      ['content-type', 'application/json'],
-      errorBody(kind, message),
-      kind.closeConnection,
-    );
+    this.intake.admit(l.rt, head, new UwsDownstream(res, l.rt));
   }
 
   sessionDone(_s: Session): void {
@@ -180,6 +154,7 @@ export class ProxyServer implements SessionHost {
     for (const l of this.listeners) {
       if (l.socket !== null) us_listen_socket_close(l.socket);
       l.socket = null;
+      l.net?.stopAccepting();
     }
     // Connections accepted just before the listening socket closed may still be sending their
     // request: closing them when the count first reaches zero would reset them. The drain ends
@@ -223,7 +198,7 @@ export class ProxyServer implements SessionHost {
     const prepared: [UwsTlsApps, PreparedSwap][] = [];
     try {
       for (const [name, m] of materials) {
-        const apps = this.listeners.find((x) => x.config.name === name)?.tls ?? null;
+        const apps = this.listeners.find((x) => x.rt.config.name === name)?.tls ?? null;
         if (apps === null) throw new Error(`listener ${name} does not serve TLS`);
         prepared.push([apps, apps.prepare(m)]);
       }
@@ -237,7 +212,7 @@ export class ProxyServer implements SessionHost {
   /** The TLS state of each HTTPS listener, for metrics. */
   tlsListeners(): { name: string; apps: UwsTlsApps }[] {
     const out: { name: string; apps: UwsTlsApps }[] = [];
-    for (const l of this.listeners) if (l.tls !== null) out.push({ name: l.config.name, apps: l.tls });
+    for (const l of this.listeners) if (l.tls !== null) out.push({ name: l.rt.config.name, apps: l.tls });
     return out;
   }
 
@@ -247,9 +222,28 @@ export class ProxyServer implements SessionHost {
     for (const l of this.listeners) {
       if (l.socket !== null) us_listen_socket_close(l.socket);
       l.socket = null;
-      l.app.close();
+      l.app?.close();
       l.tls?.close();
+      l.net?.closeNow();
     }
     this.listeners.length = 0;
+  }
+}
+
+/**
+ * Counts the connections of a uWS listener (`count` is 1 on open, -1 on close) and closes one at
+ * once when `max_connections` are already open; uWS reports that close as -1 too.
+ */
+function countConnection(rt: ListenerRuntime, res: HttpResponse, count: number): void {
+  const st = rt.stats;
+  if (count < 0) {
+    st.connections--;
+    return;
+  }
+  st.connections++;
+  const cap = rt.config.max_connections;
+  if (cap > 0 && st.connections > cap) {
+    st.refused++;
+    res.close();
   }
 }

@@ -7,9 +7,14 @@
  * body leave in one cork (one send). uWS completes a head only with the first body write anyway (it
  * adds the framing headers then), so a client sees nothing later than before. Every cork runs a
  * module-level function over module-level arguments: no closure is allocated per write.
+ *
+ * It also keeps the listener's body and write deadlines (uWS has no per-listener setting for either).
  */
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Downstream } from '../lifecycle/downstream.js';
+import type { ErrorKind } from '../lifecycle/errors.js';
+import { BodyCollector } from './body-collector.js';
+import type { ListenerRuntime } from './request-intake.js';
 import { statusLine } from './status-lines.js';
 
 /** Receives the events of the client connection. */
@@ -20,9 +25,11 @@ export interface DownstreamListener {
   onBodyTooLarge(): void;
   onDownstreamDrain(): void;
   onDownstreamAborted(): void;
+  /** Answers with a local error (a body deadline) and finishes; the kind decides the close. */
+  fail(kind: ErrorKind, message: string): void;
 }
 
-export class UwsDownstream implements Downstream {
+export class UwsDownstream extends BodyCollector implements Downstream {
   aborted = false;
   started = false;
   /** The uWS response; touched only by this class and its corked functions. */
@@ -42,17 +49,20 @@ export class UwsDownstream implements Downstream {
   /** The head `start` was given, not written yet (written with the first body bytes or the end). */
   private headStatus = 0;
   private headHeaders: readonly string[] | null = null;
-  /** Body collection state. */
-  private bodyBuf: Buffer | null = null;
-  private bodyChunks: Buffer[] | null = null;
-  private bodyLength = 0;
-  private maxBody = 0;
+  private readonly rt: ListenerRuntime;
+  /** Fires when the body did not arrive within `body_timeout_ms` (armed only while reading one). */
+  private bodyTimer: NodeJS.Timeout | null = null;
+  /** Fires when the client took no bytes for `write_timeout_ms` (armed only under backpressure). */
+  private writeTimer: NodeJS.Timeout | null = null;
 
-  constructor(res: HttpResponse) {
+  constructor(res: HttpResponse, rt: ListenerRuntime) {
+    super();
     this.res = res;
+    this.rt = rt;
     res.onAborted(() => {
       if (this.aborted) return;
       this.aborted = true;
+      this.clearTimers();
       this.listener?.onDownstreamAborted();
     });
   }
@@ -67,42 +77,46 @@ export class UwsDownstream implements Downstream {
    * `onBody` runs once with the complete body, or `onBodyTooLarge` once when `max` is exceeded.
    */
   readBody(declared: number, max: number): void {
-    this.maxBody = max;
-    if (declared > 0) this.bodyBuf = Buffer.allocUnsafe(declared);
-    else this.bodyChunks = [];
+    this.startBody(declared, max);
+    this.bodyTimer = setTimeout(onBodyTimeout, this.rt.config.body_timeout_ms, this);
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
 
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
     // HOT
     if (this.aborted || this.maxBody < 0) return;
-    const n = chunk.byteLength;
-    if (this.bodyBuf !== null) {
-      // The chunk's memory is reclaimed when this callback returns: copy it now.
-      if (this.bodyLength + n > this.bodyBuf.length) {
-        this.maxBody = -1;
-        this.listener?.onBodyTooLarge();
-        return;
-      }
-      this.bodyBuf.set(new Uint8Array(chunk), this.bodyLength);
-    } else {
-      if (this.bodyLength + n > this.maxBody) {
-        this.maxBody = -1;
-        this.listener?.onBodyTooLarge();
-        return;
-      }
-      if (n > 0) this.bodyChunks!.push(Buffer.from(new Uint8Array(chunk)));
+    // The chunk's memory is reclaimed when this callback returns: the collector copies it.
+    if (!this.addBody(new Uint8Array(chunk), true)) {
+      this.clearTimers();
+      this.listener?.onBodyTooLarge();
+      return;
     }
-    this.bodyLength += n;
     if (!isLast) return;
-    let body: Buffer | null;
-    if (this.bodyBuf !== null)
-      body =
-        this.bodyLength === this.bodyBuf.length ? this.bodyBuf : this.bodyBuf.subarray(0, this.bodyLength);
-    else body = this.bodyLength === 0 ? null : Buffer.concat(this.bodyChunks!, this.bodyLength);
-    this.bodyBuf = null;
-    this.bodyChunks = null;
-    this.listener?.onBody(body);
+    this.clearTimers();
+    this.listener?.onBody(this.takeBody());
+  }
+
+  /** The body deadline passed: refuse the request (408, connection closed). */
+  bodyTimedOut(): void {
+    this.bodyTimer = null;
+    if (this.aborted || this.maxBody < 0 || this.listener === null) return;
+    this.giveUpBody();
+    this.rt.bodyTimedOut(this.listener);
+  }
+
+  /** The client took no bytes for `write_timeout_ms`: close, which aborts the request. */
+  writeTimedOut(): void {
+    this.writeTimer = null;
+    if (this.aborted) return;
+    this.rt.stats.writeTimeouts++;
+    this.res.close();
+  }
+
+  private clearTimers(): void {
+    if (this.bodyTimer !== null) clearTimeout(this.bodyTimer);
+    if (this.writeTimer !== null) clearTimeout(this.writeTimer);
+    this.bodyTimer = null;
+    this.writeTimer = null;
   }
 
   reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void {
@@ -173,7 +187,11 @@ export class UwsDownstream implements Downstream {
     writeOk = true;
     corkWith(this, corkedWrite);
     argChunk = null;
-    if (!writeOk) this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
+    if (!writeOk) {
+      this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
+      if (this.writeTimer === null)
+        this.writeTimer = setTimeout(onWriteTimeout, this.rt.config.write_timeout_ms, this);
+    }
     return writeOk;
   }
 
@@ -199,6 +217,8 @@ export class UwsDownstream implements Downstream {
 
   private onWritable(offset: number): boolean {
     if (this.aborted) return true;
+    // The client took bytes: its write deadline starts again.
+    this.writeTimer?.refresh();
     const pending = this.pending;
     if (pending !== null) {
       const [written, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
@@ -206,10 +226,12 @@ export class UwsDownstream implements Downstream {
       if (!written && !done) return false;
       this.pending = null;
       if (this.endAfterDrain) {
+        this.clearTimers();
         this.end();
         return true;
       }
     }
+    this.clearTimers();
     this.listener?.onDownstreamDrain();
     return true;
   }
@@ -221,6 +243,7 @@ export class UwsDownstream implements Downstream {
       return;
     }
     this.ended = true;
+    this.clearTimers();
     if (this.total >= 0) {
       // A sized body that came up short: the node broke its own Content-Length. Marked aborted
       // first, so the close is not reported back as the client leaving.
@@ -265,6 +288,7 @@ export class UwsDownstream implements Downstream {
   destroy(): void {
     if (this.aborted || this.ended) return;
     this.ended = true;
+    this.clearTimers();
     this.headHeaders = null;
     // Marked aborted first: the onAborted that close() fires must not report a client abort.
     this.aborted = true;
@@ -310,4 +334,12 @@ function corkedReply(): void {
 
 function sendCloseReply(d: UwsDownstream): void {
   d.flushCloseReply();
+}
+
+function onBodyTimeout(d: UwsDownstream): void {
+  d.bodyTimedOut();
+}
+
+function onWriteTimeout(d: UwsDownstream): void {
+  d.writeTimedOut();
 }

@@ -47,6 +47,14 @@ void describe('config/default.yaml', () => {
         port: 8080,
         max_body_bytes: 10 * 1024 * 1024,
         max_header_bytes: 16 * 1024,
+        max_header_count: 100,
+        max_url_bytes: 8192,
+        pipelining: 16,
+        header_timeout_ms: 10000,
+        body_timeout_ms: 60000,
+        write_timeout_ms: 30000,
+        write_buffer_bytes: 65536,
+        max_connections: 0,
       },
     ]);
     assert.deepEqual(config.admin, { address: '127.0.0.1', port: 9901 });
@@ -101,7 +109,21 @@ void describe('config/examples', () => {
     const config = await load(join(examplesDir, 'minimal.yaml'));
     assert.deepEqual(config, {
       listeners: [
-        { name: 'public', address: '0.0.0.0', port: 8080, max_body_bytes: 10485760, max_header_bytes: 16384 },
+        {
+          name: 'public',
+          address: '0.0.0.0',
+          port: 8080,
+          max_body_bytes: 10485760,
+          max_header_bytes: 16384,
+          max_header_count: 100,
+          max_url_bytes: 8192,
+          pipelining: 0,
+          header_timeout_ms: 10000,
+          body_timeout_ms: 60000,
+          write_timeout_ms: 30000,
+          write_buffer_bytes: 65536,
+          max_connections: 0,
+        },
       ],
       admin: { address: '127.0.0.1', port: 9901 },
       server: { drain_timeout_ms: 30000, reload_debounce_ms: 100, overload: OVERLOAD_DEFAULTS },
@@ -145,6 +167,8 @@ void describe('config/examples', () => {
         },
       ],
       rate_limits: { store: 'memory', default_max_tokens: 1024, max_retry_after_ms: 60000 },
+      plugins: [],
+      plugin_store: { store: 'memory', max_entries: 100000 },
     });
   });
 
