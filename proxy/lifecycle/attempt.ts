@@ -55,6 +55,8 @@ export class Attempt {
   firstTokenMs = -1;
   /** Where the search for the first SSE event stands between chunks (see sse-first-event.ts). */
   sseScan = SSE_LINE_START;
+  /** The attempt's span id when the request is traced, else null. */
+  traceSpanId: string | null = null;
 
   constructor(
     session: Session,

@@ -95,8 +95,13 @@ export class ProxyServer implements SessionHost {
       }
       const material = tls.get(config.name);
       const view: ListenerView = { rt, proto: material === undefined ? 'http' : 'https' };
+      // uWS calls a filter on every connection open and close; with one registered, a test driving
+      // two fleets through keep-alive connections lost over half its throughput, so connections
+      // are counted only where a cap needs the count.
+      const counted = config.max_connections > 0;
+      if (!counted) rt.stats.connectionsCounted = false;
       const handle = (a: TemplatedApp): void => {
-        a.filter((res, count) => countConnection(rt, res, count));
+        if (counted) a.filter((res, count) => countConnection(rt, res, count));
         a.any('/*', (res, req) => this.onRequest(view, res, req));
       };
       const tlsApps = material === undefined ? null : new UwsTlsApps(material, handle);

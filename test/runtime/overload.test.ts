@@ -82,6 +82,7 @@ describe('overload of Sluice itself', { timeout: 120_000 }, () => {
       assert.equal(await metric(t, 'sluice_overload_episodes_total'), 1);
       assert.equal(await metric(t, 'sluice_overload_shedding'), 0);
       assert.ok((await metric(t, 'sluice_downstream_rejected_total{code="SLUICE_SERVER_OVERLOADED"}')) >= 3);
+      assert.ok((await metric(t, 'sluice_refused_total{reason="proxy_overloaded",status="503"}')) >= 3);
       assert.ok(t.logs.some((l) => l.includes('overload: shedding new requests')));
     } finally {
       if (starver !== null) clearInterval(starver);
