@@ -11,10 +11,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { BrokenNode, type SeenRequest } from '../../loadtest/chaos/broken-node.js';
-import { startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import type { SeenRequest } from '../../loadtest/chaos/broken-node.js';
+import { waitFor } from '../helpers/sluice.js';
 import { FUZZ_TIMEOUT_MS, SOCKET_RUNS, fuzzParams } from './fuzz-runs.js';
-import { exchange, readResponses } from './raw-exchange.js';
+import { exchange, readResponses, startTwoEngineTarget, type TwoEngineTarget } from './raw-exchange.js';
 
 /** Longest wait for Sluice's own engine to answer and close, ms. */
 const CASE_BOUND_MS = 3000;
@@ -294,41 +294,14 @@ function nodeSaw(requests: readonly SeenRequest[], id: string): boolean {
 }
 
 describe('ambiguous requests against a running Sluice (property)', { timeout: FUZZ_TIMEOUT_MS }, () => {
-  let node: BrokenNode | null = null;
-  let t: TestSluice | null = null;
-  const urls: string[] = [];
+  let target: TwoEngineTarget | null = null;
 
   before(async () => {
-    node = await BrokenNode.start();
-    t = await startTestSluice(`listeners:
-  - name: uws
-    address: 127.0.0.1
-    port: 0
-  - name: own
-    address: 127.0.0.1
-    port: 0
-    pipelining: 4
-    header_timeout_ms: 1000
-    body_timeout_ms: 1000
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
-  - name: gpu
-    timeouts: { ttfb_ms: 2000, idle_ms: 2000 }
-    nodes:
-      - url: ${node.url}
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-`);
-    for (const l of t.sluice.listeners) urls.push(`http://127.0.0.1:${l.port}`);
+    target = await startTwoEngineTarget();
   });
 
   after(async () => {
-    await t?.close();
-    await node?.close();
+    await target?.close();
   });
 
   it('refuses every ambiguous request and closes, and the node never sees it nor the request behind it', async (tc) => {
@@ -342,7 +315,7 @@ routes:
         const id = `c${++caseId}x`;
         const bytes = Buffer.from(build(s, a, id), 'latin1');
         const own = engine === 1;
-        const r = await exchange(urls[engine]!, bytes, {
+        const r = await exchange(target!.urls[engine]!, bytes, {
           halfClose: false,
           boundMs: CASE_BOUND_MS,
           ...(own ? {} : { silenceMs: UWS_SILENCE_MS }),
@@ -360,17 +333,17 @@ routes:
             assert.ok(r.closed, `the connection closes after the refusal for ${what}`);
           }
         }
-        assert.ok(!nodeSaw(node!.requests, id), `the node never sees ${what}`);
+        assert.ok(!nodeSaw(target!.node.requests, id), `the node never sees ${what}`);
         seen.set(f.name, (seen.get(f.name) ?? 0) + 1);
       }),
       fuzzParams(SOCKET_RUNS),
     );
     tc.diagnostic([...seen].map(([k, v]) => `${k}: ${v}`).join('; '));
     // A marked valid request does reach the node: the marker search above can see one.
-    const ok = await fetch(`${urls[1]!}/v1/models?fz=control`);
+    const ok = await fetch(`${target!.urls[1]!}/v1/models?fz=control`);
     assert.equal(ok.status, 200);
     await ok.arrayBuffer();
-    assert.ok(nodeSaw(node!.requests, 'control'), 'a valid marked request reaches the node');
-    await waitFor(() => t!.sluice.stats.inFlight === 0, 5000, 'no request left in flight');
+    assert.ok(nodeSaw(target!.node.requests, 'control'), 'a valid marked request reaches the node');
+    await waitFor(() => target!.t.sluice.stats.inFlight === 0, 5000, 'no request left in flight');
   });
 });

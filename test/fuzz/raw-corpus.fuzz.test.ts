@@ -9,10 +9,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { BrokenNode } from '../../loadtest/chaos/broken-node.js';
-import { startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { waitFor } from '../helpers/sluice.js';
 import { FUZZ_TIMEOUT_MS, SOCKET_RUNS, fuzzParams } from './fuzz-runs.js';
-import { exchange, readResponses } from './raw-exchange.js';
+import { exchange, readResponses, startTwoEngineTarget, type TwoEngineTarget } from './raw-exchange.js';
 
 /** Longest time a case may take from the client's half-close to Sluice's close, ms. */
 const CASE_BOUND_MS = 5000;
@@ -99,41 +98,14 @@ function mutate(text: string, ms: readonly Mutation[]): Buffer {
 }
 
 describe('mutated raw requests against a running Sluice (property)', { timeout: FUZZ_TIMEOUT_MS }, () => {
-  let node: BrokenNode | null = null;
-  let t: TestSluice | null = null;
-  const urls: string[] = [];
+  let target: TwoEngineTarget | null = null;
 
   before(async () => {
-    node = await BrokenNode.start();
-    t = await startTestSluice(`listeners:
-  - name: uws
-    address: 127.0.0.1
-    port: 0
-  - name: own
-    address: 127.0.0.1
-    port: 0
-    pipelining: 4
-    header_timeout_ms: 1000
-    body_timeout_ms: 1000
-admin:
-  address: 127.0.0.1
-  port: 0
-pools:
-  - name: gpu
-    timeouts: { ttfb_ms: 2000, idle_ms: 2000 }
-    nodes:
-      - url: ${node.url}
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-`);
-    for (const l of t.sluice.listeners) urls.push(`http://127.0.0.1:${l.port}`);
+    target = await startTwoEngineTarget();
   });
 
   after(async () => {
-    await t?.close();
-    await node?.close();
+    await target?.close();
   });
 
   it('answers every mutated request with well-formed responses or a close, in bounded time, on both engines', async (tc) => {
@@ -146,7 +118,7 @@ routes:
         fc.constantFrom(0, 1),
         async (base, ms, engine) => {
           const bytes = mutate(base, ms);
-          const r = await exchange(urls[engine]!, bytes, { halfClose: true, boundMs: CASE_BOUND_MS });
+          const r = await exchange(target!.urls[engine]!, bytes, { halfClose: true, boundMs: CASE_BOUND_MS });
           assert.ok(
             r.closed,
             `no close within ${CASE_BOUND_MS} ms after ${JSON.stringify(bytes.toString('latin1'))}`,
@@ -160,9 +132,9 @@ routes:
       fuzzParams(SOCKET_RUNS),
     );
     tc.diagnostic(`${answered} cases answered, ${silent} closed without an answer`);
-    const health = await fetch(`${urls[0]!}/v1/models`);
+    const health = await fetch(`${target!.urls[0]!}/v1/models`);
     assert.equal(health.status, 200, 'Sluice still serves');
     await health.arrayBuffer();
-    await waitFor(() => t!.sluice.stats.inFlight === 0, 5000, 'no request left in flight');
+    await waitFor(() => target!.t.sluice.stats.inFlight === 0, 5000, 'no request left in flight');
   });
 });

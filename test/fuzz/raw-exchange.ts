@@ -1,9 +1,71 @@
 /**
- * Raw-socket exchanges for the fuzzers that talk to a running Sluice: send bytes on a new
- * connection and collect what comes back, and read that back as HTTP/1.1 responses. Test support
- * only; it judges responses, it never builds them.
+ * Raw-socket exchanges for the fuzzers that talk to a running Sluice: its config (one listener per
+ * downstream engine), sending bytes on a new connection and collecting what comes back, and
+ * reading that back as HTTP/1.1 responses. Test support only; it judges responses, it never
+ * builds them.
  */
 import { connect } from 'node:net';
+import { BrokenNode } from '../../loadtest/chaos/broken-node.js';
+import { startTestSluice, type TestSluice } from '../helpers/sluice.js';
+
+/** A running Sluice with one listener per engine in front of one recording node. */
+export interface TwoEngineTarget {
+  /** The node: it records every request it receives. */
+  node: BrokenNode;
+  t: TestSluice;
+  /** Base URLs of the listeners: [0] the uWS engine, [1] the own engine. */
+  urls: string[];
+  /** Stops Sluice, then the node. */
+  close(): Promise<void>;
+}
+
+/** Starts a node and a Sluice with `twoEngineConfig` in front of it; stops the node if Sluice fails. */
+export async function startTwoEngineTarget(): Promise<TwoEngineTarget> {
+  const node = await BrokenNode.start();
+  let t: TestSluice;
+  try {
+    t = await startTestSluice(twoEngineConfig(node.url));
+  } catch (e) {
+    await node.close();
+    throw e;
+  }
+  const urls = t.sluice.listeners.map((l) => `http://127.0.0.1:${l.port}`);
+  const close = async (): Promise<void> => {
+    await t.close();
+    await node.close();
+  };
+  return { node, t, urls, close };
+}
+
+/**
+ * A Sluice config with two listeners in front of the node at `nodeUrl`: `uws` (the uWS engine)
+ * first, then `own` (the own HTTP/1.1 engine, pipelining 4, 1 s head and body deadlines).
+ */
+export function twoEngineConfig(nodeUrl: string): string {
+  return `listeners:
+  - name: uws
+    address: 127.0.0.1
+    port: 0
+  - name: own
+    address: 127.0.0.1
+    port: 0
+    pipelining: 4
+    header_timeout_ms: 1000
+    body_timeout_ms: 1000
+admin:
+  address: 127.0.0.1
+  port: 0
+pools:
+  - name: gpu
+    timeouts: { ttfb_ms: 2000, idle_ms: 2000 }
+    nodes:
+      - url: ${nodeUrl}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+`;
+}
 
 /** What came back on one connection. */
 export interface Exchanged {
