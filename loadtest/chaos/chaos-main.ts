@@ -9,9 +9,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { startChild, stopChild, type Child } from '../env/child-process.js';
+import { stopChild, type Child } from '../env/child-process.js';
 import { freePort } from '../env/free-port.js';
-import { LoadtestErrorCode } from '../loadtest-error.js';
+import { serveChild } from '../env/sluice-process.js';
 import { BrokenNode } from './broken-node.js';
 import {
   FAULT_CASES,
@@ -68,12 +68,7 @@ async function serve(
 ): Promise<{ child: Child } & FaultTarget> {
   const file = join(dir, `sluice-${port}.yaml`);
   await writeFile(file, yaml);
-  const child = await startChild(
-    ['serve', '--config', file, '--no-watch'],
-    (line) => line.includes('admin API on'),
-    { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' },
-    30_000,
-  );
+  const child = await serveChild(file);
   return { child, url: `http://127.0.0.1:${port}`, adminUrl: `http://127.0.0.1:${admin}` };
 }
 

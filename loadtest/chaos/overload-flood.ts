@@ -10,9 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
-import { startChild, stopChild, type Child } from '../env/child-process.js';
+import { stopChild, type Child } from '../env/child-process.js';
+import { startSimChild } from '../env/fleet-handle.js';
 import { freePort } from '../env/free-port.js';
-import { LoadtestErrorCode } from '../loadtest-error.js';
+import { serveChild } from '../env/sluice-process.js';
 
 /** How a run goes. */
 export interface FloodOptions {
@@ -68,17 +69,9 @@ export async function runOverloadFlood(opts: FloodOptions = {}): Promise<FloodRe
     shedBySluice: 0,
   };
   try {
-    const urls: string[] = [];
-    fleet = await startChild(
-      ['sim', '--nodes', '2', '--port', '0', '--host', '127.0.0.1', '--profile', 'fast'],
-      (line) => {
-        const m = /^node (\d+) listening on (http:\/\/\S+)/.exec(line);
-        if (m !== null) urls[Number(m[1])] = m[2]!;
-        return urls.filter(Boolean).length === 2;
-      },
-      { code: LoadtestErrorCode.fleetStartFailed, what: 'the simulated fleet' },
-      30_000,
-    );
+    const sim = await startSimChild(2, 'fast');
+    fleet = sim.child;
+    const urls = sim.urls;
     const port = await freePort();
     const adminPort = await freePort();
     const file = join(dir, 'sluice.yaml');
@@ -105,12 +98,7 @@ routes:
     pool: gpu
 `,
     );
-    sluice = await startChild(
-      ['serve', '--config', file, '--no-watch'],
-      (line) => line.includes('admin API on'),
-      { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' },
-      30_000,
-    );
+    sluice = await serveChild(file);
     const url = `http://127.0.0.1:${port}/v1/chat/completions`;
     const body = JSON.stringify({ model: 'm', messages, max_tokens: 2 });
     const okTimes: number[] = [];

@@ -11,9 +11,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { Agent, request } from 'undici';
-import { startChild, stopChild, type Child } from '../env/child-process.js';
+import { stopChild, type Child } from '../env/child-process.js';
+import { startSimChild } from '../env/fleet-handle.js';
 import { freePort } from '../env/free-port.js';
-import { LoadtestErrorCode } from '../loadtest-error.js';
+import { serveChild } from '../env/sluice-process.js';
 
 /** How a run goes. */
 export interface ReloadLoadOptions {
@@ -115,27 +116,14 @@ export async function runReloadUnderLoad(opts: ReloadLoadOptions = {}): Promise<
     rssMb: [],
   };
   try {
-    const urls: string[] = [];
-    fleet = await startChild(
-      ['sim', '--nodes', '4', '--port', '0', '--host', '127.0.0.1', '--profile', 'fast'],
-      (line) => {
-        const m = /^node (\d+) listening on (http:\/\/\S+)/.exec(line);
-        if (m !== null) urls[Number(m[1])] = m[2]!;
-        return urls.filter(Boolean).length === 4;
-      },
-      { code: LoadtestErrorCode.fleetStartFailed, what: 'the simulated fleet' },
-      30_000,
-    );
+    const sim = await startSimChild(4, 'fast');
+    fleet = sim.child;
+    const urls = sim.urls;
     const port = await freePort();
     const adminPort = await freePort();
     const file = join(dir, 'sluice.yaml');
     await writeFile(file, config(port, adminPort, urls, 0));
-    sluice = await startChild(
-      ['serve', '--config', file, '--no-watch'],
-      (line) => line.includes('admin API on'),
-      { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' },
-      30_000,
-    );
+    sluice = await serveChild(file);
     const pid = sluice.process.pid!;
     const base = `http://127.0.0.1:${port}`;
     const admin = `http://127.0.0.1:${adminPort}`;

@@ -5,16 +5,16 @@
  * port (a rolling restart). The clients retry only a refused connection; anything else that goes
  * wrong is a failure, except that clients opening a new connection per request are counted apart:
  * a connection the kernel completed in the instant before the listening socket closed is reset by
- * the kernel itself (see docs/security-operations.md).
+ * the kernel itself (see docs/security.md, Operations without loss).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
-import { startChild, stopChild, type Child } from '../env/child-process.js';
+import { stopChild, type Child } from '../env/child-process.js';
 import { freePort } from '../env/free-port.js';
-import { LoadtestErrorCode } from '../loadtest-error.js';
+import { serveChild } from '../env/sluice-process.js';
 import { startSimFleet } from '../sim/fleet.js';
 
 /** How a run goes. */
@@ -101,13 +101,7 @@ export async function runSigtermDrain(opts: SigtermOptions = {}): Promise<Sigter
       `listeners:\n  - name: public\n    address: 127.0.0.1\n    port: ${port}\nadmin:\n  address: 127.0.0.1\n  port: ${admin}\nserver:\n  drain_timeout_ms: ${drainTimeoutMs}\npools:\n  - name: gpu\n    nodes:\n${fleet.urls.map((u) => `      - url: ${u}`).join('\n')}\nroutes:\n  - name: all\n    match: {}\n    pool: gpu\n`,
     );
     const url = `http://127.0.0.1:${port}/v1/chat/completions`;
-    const start = (): Promise<Child> =>
-      startChild(
-        ['serve', '--config', file, '--no-watch'],
-        (line) => line.includes('admin API on'),
-        { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' },
-        30_000,
-      );
+    const start = (): Promise<Child> => serveChild(file);
     /** One request, retried while the connection is refused. */
     const send = async (keepAlive: boolean, body: string): Promise<string | null> => {
       for (;;) {

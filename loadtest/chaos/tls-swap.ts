@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type TLSSocket } from 'node:tls';
-import { startChild, stopChild, type Child } from '../env/child-process.js';
+import { stopChild, type Child } from '../env/child-process.js';
 import { freePort } from '../env/free-port.js';
+import { serveChild } from '../env/sluice-process.js';
 import { makeSelfSigned } from '../env/self-signed.js';
-import { LoadtestErrorCode } from '../loadtest-error.js';
 import { startSimFleet } from '../sim/fleet.js';
 
 /** How a run goes. */
@@ -117,12 +117,7 @@ export async function runTlsSwap(opts: TlsSwapOptions = {}): Promise<TlsSwapResu
       file,
       `listeners:\n  - name: public\n    address: 127.0.0.1\n    port: ${port}\n    tls: { cert_file: tls.crt, key_file: tls.key }\nadmin:\n  address: 127.0.0.1\n  port: ${adminPort}\npools:\n  - name: gpu\n    nodes:\n${fleet.urls.map((u) => `      - url: ${u}`).join('\n')}\nroutes:\n  - name: all\n    match: {}\n    pool: gpu\n`,
     );
-    sluice = await startChild(
-      ['serve', '--config', file, '--no-watch'],
-      (line) => line.includes('admin API on'),
-      { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' },
-      30_000,
-    );
+    sluice = await serveChild(file);
     const end = performance.now() + durationMs;
     let lastSwapAt = 0;
     const keepAlive = async (): Promise<void> => {
