@@ -97,6 +97,14 @@ export async function loadConfigFile(file: string): Promise<LoadResult> {
       errors: [{ file, line: 1, col: 1, path: '', message: `cannot read the config file: ${reason}` }],
     };
   }
+  return loadConfigText(text, file);
+}
+
+/**
+ * Parses config `text` read from `file` (a reload that read it itself) and loads the plugins it
+ * names, as {@link loadConfigFile} does after reading. Never rejects.
+ */
+export async function loadConfigText(text: string, file: string): Promise<LoadResult> {
   const { result, source } = parseWithSource(text, file);
   if (!result.ok) return result;
   const loaded = await loadPlugins(result.config.plugins, dirname(resolve(file)));

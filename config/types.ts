@@ -38,6 +38,16 @@ export interface ListenerConfig {
   write_buffer_bytes: number;
   /** Most connections held at once; more are closed when accepted. 0: no limit. Default 0. */
   max_connections: number;
+  /** Serve HTTPS (HTTP/1.1 over TLS) with this certificate; absent: plain HTTP. */
+  tls?: ListenerTlsConfig;
+}
+
+/** A TLS listener's certificate and key (PEM files; relative paths from the config file's directory). */
+export interface ListenerTlsConfig {
+  /** Certificate chain, leaf first. Re-read on every reload; a new certificate is swapped in. */
+  cert_file: string;
+  /** Unencrypted private key of the leaf certificate. */
+  key_file: string;
 }
 
 /** The admin listener: health, readiness, metrics, stats, status page, drain, config and reload. */
@@ -316,6 +326,24 @@ export interface ServerConfig {
   drain_timeout_ms: number;
   /** Debounce for the config file watcher. Default 100. */
   reload_debounce_ms: number;
+  /** Shedding new requests while Sluice itself is overloaded. */
+  overload: OverloadConfig;
+}
+
+/** Overload protection of the process: thresholds past which new requests get 503 + Retry-After. */
+export interface OverloadConfig {
+  /** Event-loop delay (p99 over a sample), ms; 0 turns this signal off. Default 1000. */
+  event_loop_delay_ms: number;
+  /** V8 heap used, percent of its limit; 0 turns this signal off. Default 90. */
+  heap_used_percent: number;
+  /** How often the signals are sampled, ms. Default 500. */
+  sample_interval_ms: number;
+  /** Shedding stops once every signal is below this share of its threshold. Default 0.8. */
+  recover_ratio: number;
+  /** Shortest shedding episode, ms (hysteresis). Default 2000. */
+  min_shed_ms: number;
+  /** Retry-After of a shed request, ms. Default 1000. */
+  retry_after_ms: number;
 }
 
 /** Limits of one scope; an absent field is no limit. */

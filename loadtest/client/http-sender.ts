@@ -173,6 +173,7 @@ export class HttpSender {
       if (keepText) parts.push(text);
     });
     for await (const chunk of body) parser.push(chunk);
+    parser.end();
     if (!done) out.error ??= 'stream_truncated';
     if (keepText) out.reply = parts.join('');
   }

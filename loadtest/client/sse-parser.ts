@@ -37,6 +37,16 @@ export class SseParser {
     this.buffer = this.buffer.slice(start);
   }
 
+  /**
+   * The stream ended. A CR left at the very end is a line end after all (no LF can follow it), so
+   * an event it completes is delivered; an unfinished line or event is dropped, as the SSE spec says.
+   */
+  end(): void {
+    this.buffer += this.decoder.decode();
+    if (this.buffer.endsWith('\r')) this.line(this.buffer.slice(0, -1));
+    this.buffer = '';
+  }
+
   private line(line: string): void {
     if (line === '') {
       if (this.data.length > 0) {

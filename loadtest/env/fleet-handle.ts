@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import { LoadtestError, LoadtestErrorCode } from '../loadtest-error.js';
 import type { FleetSpec } from '../scenario/scenario-types.js';
 import { startSimFleet } from '../sim/fleet.js';
-import { startChild, stopChild } from './child-process.js';
+import { startChild, stopChild, type Child } from './child-process.js';
 import { inProcessProbe, metricsProbe, type NodeProbe } from './node-probe.js';
 
 /** A running fleet. */
@@ -26,6 +26,41 @@ export interface FleetHandle {
 }
 
 const NODE_LINE = /^node (\d+) listening on (http:\/\/\S+)/;
+
+/**
+ * A `startChild` readiness check for `sluice sim`: fills `urls` (in node order) from the child's
+ * `node N listening on URL` lines, and says ready once `nodes` are listed.
+ */
+function nodeLines(urls: string[], nodes: number): (line: string) => boolean {
+  let listed = 0;
+  return (line) => {
+    const m = NODE_LINE.exec(line);
+    if (m !== null) {
+      urls[Number(m[1])] = m[2] as string;
+      listed++;
+    }
+    return listed === nodes;
+  };
+}
+
+/**
+ * Starts `sluice sim` as a child with `nodes` nodes of the built-in `profile` on free loopback
+ * ports: the child and its node URLs in order. Rejects with `SLUICE_LOADTEST_FLEET_START_FAILED`.
+ */
+export async function startSimChild(
+  nodes: number,
+  profile: string,
+  timeoutMs = 30_000,
+): Promise<{ child: Child; urls: string[] }> {
+  const urls: string[] = [];
+  const child = await startChild(
+    ['sim', '--nodes', String(nodes), '--port', '0', '--host', '127.0.0.1', '--profile', profile],
+    nodeLines(urls, nodes),
+    { code: LoadtestErrorCode.fleetStartFailed, what: 'the simulated fleet' },
+    timeoutMs,
+  );
+  return { child, urls };
+}
 
 async function startChildFleet(spec: FleetSpec, timeoutMs: number): Promise<FleetHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-loadtest-sim-'));
@@ -44,15 +79,7 @@ async function startChildFleet(spec: FleetSpec, timeoutMs: number): Promise<Flee
     spec.speedFactors.join(','),
   ];
   const urls: string[] = [];
-  let listed = 0;
-  const isReady = (line: string): boolean => {
-    const m = NODE_LINE.exec(line);
-    if (m !== null) {
-      urls[Number(m[1])] = m[2] as string;
-      listed++;
-    }
-    return listed === spec.nodes;
-  };
+  const isReady = nodeLines(urls, spec.nodes);
   const failure = {
     code: LoadtestErrorCode.fleetStartFailed,
     what: 'the simulated fleet (child process)',

@@ -8,7 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LoadtestErrorCode } from '../loadtest-error.js';
-import { cpuSeconds, startChild, stopChild } from './child-process.js';
+import { cpuSeconds, startChild, stopChild, type Child } from './child-process.js';
 
 /** A running Sluice child. */
 export interface SluiceChild {
@@ -21,6 +21,20 @@ export interface SluiceChild {
   cpuSeconds(): Promise<number | null>;
   /** Drains and stops the process, then removes the temp config. */
   stop(): Promise<void>;
+}
+
+/**
+ * Starts `sluice serve --config FILE --no-watch` on a config file the caller writes (and may
+ * rewrite, or serve again after a restart) and resolves once its admin API is up. Rejects with
+ * `SLUICE_LOADTEST_SLUICE_START_FAILED` and the child's last log lines otherwise.
+ */
+export function serveChild(file: string, timeoutMs = 30_000): Promise<Child> {
+  return startChild(
+    ['serve', '--config', file, '--no-watch'],
+    (line) => ADMIN_LINE.test(line),
+    { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' },
+    timeoutMs,
+  );
 }
 
 const LISTENER_LINE = /listener (\S+) on (\S+):(\d+)/;

@@ -50,6 +50,9 @@ class NullDownstream implements Downstream {
   }
   end(): void {}
   destroy(): void {}
+  abandonHead(): boolean {
+    return false;
+  }
 }
 
 const host: SessionHost = {

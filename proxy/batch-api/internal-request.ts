@@ -129,6 +129,14 @@ export class InternalRequest implements Downstream, SessionHost {
     this.truncated = true;
   }
 
+  abandonHead(): boolean {
+    if (this.aborted || !this.started || this.chunks.length > 0) return false;
+    this.started = false;
+    this.status = 0;
+    this.responseHeaders = [];
+    return true;
+  }
+
   // ---- SessionHost ----
 
   sessionDone(s: Session): void {

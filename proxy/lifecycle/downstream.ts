@@ -27,4 +27,10 @@ export interface Downstream {
   end(): void;
   /** Closes the connection without finishing the body (the client sees a truncated response). */
   destroy(): void;
+  /**
+   * Takes back a head given to `start` while none of its bytes went out yet (a streamed head waits
+   * for the first body bytes), so that `reply` can send an error instead. Returns false, changing
+   * nothing, once any byte of the response was written.
+   */
+  abandonHead(): boolean;
 }

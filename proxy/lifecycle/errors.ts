@@ -140,6 +140,8 @@ export const Errors = {
   ),
   noHealthyNode: kind('SLUICE_POOL_NO_NODE', 'internal', 503, 'server_error', 'no_healthy_upstream'),
   draining: kind('SLUICE_SERVER_DRAINING', 'internal', 503, 'server_error', 'server_shutting_down'),
+  /** Sluice itself is past its event-loop delay or heap threshold (`server.overload`). */
+  proxyOverloaded: kind('SLUICE_SERVER_OVERLOADED', 'internal', 503, 'server_error', 'proxy_overloaded'),
   connectFailed: kind(
     'SLUICE_UPSTREAM_CONNECT_FAILED',
     'upstream',

@@ -40,9 +40,17 @@ export interface ResponseHead {
   contentLength: string;
   /** `retry-after` as sent, or undefined when absent. */
   retryAfter: string | undefined;
+  /** `transfer-encoding` values joined with `, `, or '' when absent. */
+  transferEncoding: string;
 }
 
-const head: ResponseHead = { headers: [], contentType: '', contentLength: '', retryAfter: undefined };
+const head: ResponseHead = {
+  headers: [],
+  contentType: '',
+  contentLength: '',
+  retryAfter: undefined,
+  transferEncoding: '',
+};
 
 /**
  * Reads a node's raw response head (`[name, value, ...]` as Buffers, names in the node's case):
@@ -57,6 +65,7 @@ export function readResponseHead(raw: readonly Buffer[], requestId: string): Res
   head.contentType = '';
   head.contentLength = '';
   head.retryAfter = undefined;
+  head.transferEncoding = '';
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = lowerName(raw[i]!.toString('latin1'));
     const value = raw[i + 1]!.toString('latin1');
@@ -73,6 +82,9 @@ export function readResponseHead(raw: readonly Buffer[], requestId: string): Res
       case 'connection':
         connection = connection === '' ? value : `${connection}, ${value}`;
         continue;
+      case 'transfer-encoding':
+        head.transferEncoding = head.transferEncoding === '' ? value : `${head.transferEncoding}, ${value}`;
+        continue;
     }
     if (RESPONSE_SKIP.has(name)) continue;
     out.push(name, value);
@@ -84,6 +96,16 @@ export function readResponseHead(raw: readonly Buffer[], requestId: string): Res
   out.push('x-request-id', requestId);
   head.headers = out;
   return head;
+}
+
+/**
+ * True when a response's `transfer-encoding` is absent or exactly `chunked` (RFC 9112 §6.1). Any
+ * other coding (gzip, chunked twice, ...) would reach the client undecoded once the hop-by-hop
+ * header is dropped, so such an answer is refused as a protocol error.
+ */
+export function plainTransferCoding(te: string): boolean {
+  // HOT
+  return te === '' || te === 'chunked' || te.trim().toLowerCase() === 'chunked';
 }
 
 /** `name` in lower case, without allocating when it already is (the usual case). */

@@ -16,7 +16,7 @@ import { Attempt } from './attempt.js';
 import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
-import { readResponseHead } from './headers.js';
+import { plainTransferCoding, readResponseHead } from './headers.js';
 import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
 import { requestDeadline, type AdmissionRejection } from '../admission/admission-ticket.js';
@@ -502,6 +502,16 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const pool = this.pool!;
     const state = pool.state;
     const head = readResponseHead(rawHeaders, this.id);
+    if (!plainTransferCoding(head.transferEncoding)) {
+      // undici runs attemptError (the upstream exchange is aborted, its connection destroyed).
+      att.abort(
+        new SluiceError(
+          Errors.upstreamProtocol,
+          `upstream node answered with Transfer-Encoding "${head.transferEncoding}"; only chunked is passed on`,
+        ),
+      );
+      return;
+    }
     const bit = retryBitForStatus(status);
     // A busy node's 429 is not a sign of a broken node; 5xx is.
     if (status >= 500) state.health?.recordFailure(att.node, statusReason(status));
@@ -806,15 +816,25 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /**
-   * Ends a response whose head already went out after a failure: the status is fixed. An SSE client
-   * gets an error event before the close; any other body is cut so the client sees a truncated
-   * response rather than a short success.
+   * Ends a response after a failure once the node's head was taken. While the head is still held
+   * back, the client gets a clean error reply instead. After it went out the status is fixed: an SSE
+   * client gets an error event before the close; any other body is cut so the client sees a
+   * truncated response rather than a short success.
    */
   private endAfterHead(e: SluiceError): void {
     if (this.plug !== null) this.plug.errorCode = e.kind.code;
     this.rec.errorCode = e.kind.code;
+    if (!this.downstream.started || this.downstream.abandonHead()) {
+      // No byte reached the client (a plugin still holds the head, or it waits for the first body
+      // bytes): it gets a clean error reply, and as no node answered, the tenant is charged nothing.
+      this.winner = null;
+      this.fail(e.kind, e.message, e.headers);
+      return;
+    }
     if (this.sse) {
-      this.downstream.write(Buffer.from(errorEvent(e.kind, e.message)));
+      // The blank lines end a partly forwarded line or event first, so the error is an event of
+      // its own rather than the tail of a cut line (that a client would drop as an unknown field).
+      this.downstream.write(Buffer.from(`\n\n${errorEvent(e.kind, e.message)}`));
       this.downstream.end();
     } else {
       this.downstream.destroy();

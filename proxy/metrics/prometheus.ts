@@ -26,14 +26,41 @@ export interface MetricsSource extends Partial<Omit<SeriesMetricsSource, 'series
   batchers: [string, MicroBatcherStats][];
   /** The rate limiter's counters, null when no tenants are configured. */
   limiter: RateLimiterCounters | null;
+  /** What the rate limiter holds now (gauges); absent or null when no tenants are configured. */
+  limiterLoad?: { readonly concurrentRequests: number; readonly reservedTokens: number } | null;
   configVersion: number;
   draining: boolean;
+  /** Overload protection's state; absent or null while it is off. */
+  overload?: OverloadGauges | null;
+  /** The TLS listeners; absent or empty when there are none. */
+  tls?: readonly TlsListenerGauges[];
   /** Latest capacity reports per pool; absent or empty: no capacity gauges. */
   capacity?: readonly PoolCapacityReport[];
   /** The batch API's counters; absent when `batch_api` is off. */
   batchApi?: BatchApiMetrics;
   /** Plugin series (`sluice_plugin_*`); absent: none. */
   plugins?: PluginMetricsRegistry;
+}
+
+/** What a TLS listener exports. */
+export interface TlsListenerGauges {
+  readonly listener: string;
+  /** End of validity of the certificate served to new connections. */
+  readonly notAfter: Date;
+  readonly swaps: number;
+  /** Connections still on an older certificate. */
+  readonly retiredConnections: number;
+}
+
+/** What overload protection exports. */
+export interface OverloadGauges {
+  readonly shedding: boolean;
+  readonly shed: number;
+  readonly episodes: number;
+  /** Event-loop delay p99 of the last sample, ms. */
+  readonly delayMs: number;
+  /** Heap used of its limit at the last sample, percent. */
+  readonly heapPercent: number;
 }
 
 /** What the batch API exports. */
@@ -290,6 +317,12 @@ export function renderPrometheus(src: MetricsSource): string {
     );
     for (const p of admission)
       out.push(`sluice_admission_limit{pool="${label(p.name)}"} ${p.admission!.limit}`);
+    out.push(
+      '# HELP sluice_admission_in_flight Requests holding an admission slot of the pool.',
+      '# TYPE sluice_admission_in_flight gauge',
+    );
+    for (const p of admission)
+      out.push(`sluice_admission_in_flight{pool="${label(p.name)}"} ${p.admission!.inFlight}`);
   }
   const lc = src.limiter;
   if (lc !== null) {
@@ -306,6 +339,17 @@ export function renderPrometheus(src: MetricsSource): string {
       ['rejected_unavailable', lc.rejectedUnavailable],
     ];
     for (const [outcome, n] of rows) out.push(`sluice_ratelimit_total{outcome="${outcome}"} ${n}`);
+  }
+  const load = src.limiterLoad ?? null;
+  if (load !== null) {
+    out.push(
+      '# HELP sluice_ratelimit_concurrent_requests Requests holding a tenant concurrency slot.',
+      '# TYPE sluice_ratelimit_concurrent_requests gauge',
+      `sluice_ratelimit_concurrent_requests ${load.concurrentRequests}`,
+      '# HELP sluice_ratelimit_reserved_tokens Tokens pre-debited for requests that have not ended.',
+      '# TYPE sluice_ratelimit_reserved_tokens gauge',
+      `sluice_ratelimit_reserved_tokens ${load.reservedTokens}`,
+    );
   }
   if (src.batchers.length > 0) {
     const rows: [string, string, (b: MicroBatcherStats) => number][] = [
@@ -399,6 +443,45 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_config_version gauge',
     `sluice_config_version ${src.configVersion}`,
   );
+  const tls = src.tls ?? [];
+  if (tls.length > 0) {
+    out.push(
+      '# HELP sluice_tls_certificate_expiry_timestamp_seconds End of validity of the certificate new connections get (Unix time).',
+      '# TYPE sluice_tls_certificate_expiry_timestamp_seconds gauge',
+      ...tls.map(
+        (t) =>
+          `sluice_tls_certificate_expiry_timestamp_seconds{listener="${label(t.listener)}"} ${Math.floor(t.notAfter.getTime() / 1000)}`,
+      ),
+      '# HELP sluice_tls_certificate_swaps_total Certificates swapped in by reloads.',
+      '# TYPE sluice_tls_certificate_swaps_total counter',
+      ...tls.map((t) => `sluice_tls_certificate_swaps_total{listener="${label(t.listener)}"} ${t.swaps}`),
+      '# HELP sluice_tls_retired_connections Connections still served with an older certificate.',
+      '# TYPE sluice_tls_retired_connections gauge',
+      ...tls.map(
+        (t) => `sluice_tls_retired_connections{listener="${label(t.listener)}"} ${t.retiredConnections}`,
+      ),
+    );
+  }
+  const o = src.overload ?? null;
+  if (o !== null) {
+    out.push(
+      '# HELP sluice_overload_shedding 1 while Sluice sheds new requests because it is itself overloaded.',
+      '# TYPE sluice_overload_shedding gauge',
+      `sluice_overload_shedding ${o.shedding ? 1 : 0}`,
+      '# HELP sluice_overload_shed_total Requests refused with 503 while Sluice was overloaded.',
+      '# TYPE sluice_overload_shed_total counter',
+      `sluice_overload_shed_total ${o.shed}`,
+      '# HELP sluice_overload_episodes_total Times overload shedding started.',
+      '# TYPE sluice_overload_episodes_total counter',
+      `sluice_overload_episodes_total ${o.episodes}`,
+      '# HELP sluice_overload_event_loop_delay_seconds Event-loop delay p99 over the last overload sample.',
+      '# TYPE sluice_overload_event_loop_delay_seconds gauge',
+      `sluice_overload_event_loop_delay_seconds ${o.delayMs / 1000}`,
+      '# HELP sluice_overload_heap_used_ratio V8 heap used over its limit at the last overload sample.',
+      '# TYPE sluice_overload_heap_used_ratio gauge',
+      `sluice_overload_heap_used_ratio ${o.heapPercent / 100}`,
+    );
+  }
   out.push(
     '# HELP sluice_draining 1 while the server drains for shutdown.',
     '# TYPE sluice_draining gauge',

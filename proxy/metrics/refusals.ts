@@ -26,6 +26,7 @@ export const Refusal = {
   methodNotSupported: 17,
   httpVersion: 18,
   requestTimeout: 19,
+  proxyOverloaded: 20,
 } as const;
 export type Refusal = (typeof Refusal)[keyof typeof Refusal];
 
@@ -51,6 +52,7 @@ export const REFUSALS: readonly { readonly reason: string; readonly status: numb
   { reason: 'method_not_supported', status: 501 },
   { reason: 'http_version_not_supported', status: 505 },
   { reason: 'request_timeout', status: 408 },
+  { reason: 'proxy_overloaded', status: 503 },
 ];
 export const REFUSAL_COUNT = REFUSALS.length;
 

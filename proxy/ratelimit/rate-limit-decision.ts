@@ -22,6 +22,8 @@ export type RateLimitReason = (typeof RateLimitReason)[keyof typeof RateLimitRea
 /** Holdings flags. */
 export const HOLDS_CONCURRENCY = 1;
 export const HOLDS_DEBIT = 2;
+/** The pre-debit is still counted in the limiter's `reservedTokens` (until the request ends). */
+export const HOLDS_RESERVATION = 4;
 
 export class RateLimitDecision {
   /** The limits checked. */

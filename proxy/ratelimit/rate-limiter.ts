@@ -13,7 +13,13 @@ import {
   type TenantLimitConfig,
   type TenantLimits,
 } from './limit-set.js';
-import { HOLDS_CONCURRENCY, HOLDS_DEBIT, RateLimitDecision, RateLimitReason } from './rate-limit-decision.js';
+import {
+  HOLDS_CONCURRENCY,
+  HOLDS_DEBIT,
+  HOLDS_RESERVATION,
+  RateLimitDecision,
+  RateLimitReason,
+} from './rate-limit-decision.js';
 import { FailMode, TakeStatus, type RateLimitStore } from './rate-limit-store.js';
 import { BucketUnit, costIn, msUntil } from './token-bucket.js';
 
@@ -71,6 +77,13 @@ export class RateLimiter {
     rejectedConcurrency: 0,
     rejectedUnavailable: 0,
   };
+  /** Requests holding concurrency slots now (gauge; back to 0 when nothing runs). */
+  concurrentRequests = 0;
+  /**
+   * Tokens pre-debited for requests that have not ended (gauge): an estimate is reserved at the
+   * check and settled when the request ends (kept, reconciled or refunded). Back to 0 when idle.
+   */
+  reservedTokens = 0;
   private readonly logger: Logger | null;
   private readonly concurrency = new Map<string, ConcurrencyLimit>();
   private config: RateLimitConfig = {};
@@ -147,6 +160,7 @@ export class RateLimiter {
         return d;
       }
       d.holds = HOLDS_CONCURRENCY;
+      this.concurrentRequests++;
     }
     if (set.buckets.length === 0) {
       d.allowed = true;
@@ -191,11 +205,19 @@ export class RateLimiter {
     background(this.store.adjust(d.set.buckets, 1, tokens));
   }
 
-  /** Frees the concurrency slot of a finished request. Idempotent; call from `onDone`. */
+  /**
+   * Frees the concurrency slot of a finished request and settles its token reservation.
+   * Idempotent; call from `onDone`.
+   */
   release(d: RateLimitDecision): void {
     // HOT
+    if ((d.holds & HOLDS_RESERVATION) !== 0) {
+      d.holds &= ~HOLDS_RESERVATION;
+      this.reservedTokens -= d.requestedTokens;
+    }
     if ((d.holds & HOLDS_CONCURRENCY) === 0) return;
     d.holds &= ~HOLDS_CONCURRENCY;
+    this.concurrentRequests--;
     releaseAll(d.set.concurrency);
   }
 
@@ -231,8 +253,9 @@ export class RateLimiter {
     this.fillHeaders(d);
     if (status === TakeStatus.ok) {
       d.allowed = true;
-      d.holds |= HOLDS_DEBIT;
+      d.holds |= HOLDS_DEBIT | HOLDS_RESERVATION;
       d.debitedTokens = d.requestedTokens;
+      this.reservedTokens += d.requestedTokens;
       this.counters.admitted++;
       return;
     }

@@ -3,7 +3,9 @@
  * them, compiles the first plan, binds the listeners and the admin API, and owns reload and
  * shutdown. Reload is all-or-nothing: a config that fails any check leaves the running plan as is.
  */
-import { formatConfigError, loadConfigFile } from '../../config/loader.js';
+import { formatConfigError, loadConfigFile, loadConfigText } from '../../config/loader.js';
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import type { SluiceConfig } from '../../config/types.js';
 import type { SimFleet } from '../../loadtest/sim/fleet.js';
 import { AdminServer, type AdminTarget, type DrainResult } from '../admin/admin-server.js';
@@ -22,6 +24,8 @@ import { StatsRegistry } from '../metrics/stats.js';
 import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
 import { RuntimeState } from '../plan/runtime-state.js';
 import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
+import { NEVER_SHED } from '../server/load-shedder.js';
+import { loadTlsMaterial, type TlsMaterial } from '../server/tls-material.js';
 import { BatchService } from '../batch-api/batch-service.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
 import { ConfigWatcher } from './config-watcher.js';
@@ -34,6 +38,7 @@ import { OtlpExporter } from '../metrics/otlp-exporter.js';
 import { Tracer } from '../metrics/trace-context.js';
 import { sluiceVersion } from '../cli/version.js';
 import { createLogger, type Logger } from './logger.js';
+import { OverloadMonitor } from './overload-monitor.js';
 
 export interface SluiceOptions {
   /** Path of the YAML file; reloads re-read it. */
@@ -50,6 +55,8 @@ export interface ReloadResult {
   version: number;
   /** Formatted `file:line:col path: message` lines when rejected. */
   errors: string[];
+  /** TLS listeners whose certificate was swapped by this reload (it may be `unchanged` otherwise). */
+  certificates: string[];
 }
 
 /** Raised by `startSluice` when the config file is invalid. */
@@ -64,8 +71,9 @@ export class ConfigInvalidError extends Error {
 /** Parts of the config that bind sockets or processes; a reload cannot change them. */
 function restartOnly(c: SluiceConfig): string {
   return JSON.stringify([
-    // A listener's plugin list is reloadable; its socket is not.
-    c.listeners.map((l) => ({ ...l, plugins: undefined })),
+    // A listener's plugin list and certificate files are reloadable; its socket, and whether it
+    // serves TLS, are not.
+    c.listeners.map((l) => ({ ...l, plugins: undefined, tls: l.tls !== undefined })),
     c.plugin_store,
     c.admin,
     c.simulator ?? null,
@@ -111,8 +119,13 @@ export class Sluice {
   /** Per-pool capacity estimate, sampled off the request path. */
   private capacity: CapacityMonitor | null = null;
   private watcher: ConfigWatcher | null = null;
+  /** The checked certificate of each TLS listener, by listener name. */
+  private tls = new Map<string, TlsMaterial>();
+  /** Overload protection (`server.overload`), null while it is off. */
+  overload: OverloadMonitor | null = null;
   private reloading: Promise<ReloadResult> | null = null;
   private reloadAgain = false;
+  private reloadAgainFromWatch = false;
 
   constructor(configPath: string, log: Logger) {
     this.configPath = configPath;
@@ -164,6 +177,7 @@ export class Sluice {
       this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
       this.capacity.start();
       this.server = new ProxyServer(this.stats, () => this.plan);
+      this.applyOverload(config);
       if (config.batch_api !== undefined) {
         this.batch = await BatchService.start(config.batch_api, {
           host: this.server,
@@ -173,14 +187,17 @@ export class Sluice {
         });
         this.server.endpoints = this.batch.api;
       }
-      this.listeners = await this.server.listen(config.listeners);
+      const tls = await this.loadTls(config);
+      if (Array.isArray(tls)) throw new ConfigInvalidError(tls);
+      this.tls = tls;
+      this.listeners = await this.server.listen(config.listeners, tls);
       this.serving = true;
       this.batch?.startWorker();
       if (watchFile)
         this.watcher = new ConfigWatcher(
-          this.configPath,
+          this.watchedFiles(),
           config.server.reload_debounce_ms,
-          () => void this.reload(),
+          () => void this.reload(true),
         );
     } catch (e) {
       await this.close();
@@ -199,11 +216,19 @@ export class Sluice {
           nodes: this.registry.all(),
           pools: this.runtime.pools.values(),
           limiter: this.runtime.limiter?.counters ?? null,
+          limiterLoad: this.runtime.limiter,
           batchers: this.plan.routes.routes.flatMap((r) =>
             r.batcher === null ? [] : [[r.name, r.batcher.stats] as [string, MicroBatcherStats]],
           ),
           configVersion: this.plan.version,
           draining: this.server?.draining ?? false,
+          overload: this.overload,
+          tls: this.server?.tlsListeners().map((l) => ({
+            listener: l.name,
+            notAfter: l.apps.material.notAfter,
+            swaps: l.apps.swaps,
+            retiredConnections: l.apps.retiredConnections,
+          })),
           capacity: this.capacity?.reports() ?? [],
           plugins: this.plugins.metrics,
           ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
@@ -356,32 +381,59 @@ export class Sluice {
    * Re-reads the config file and swaps in a new plan if it is valid and different. Requests in
    * flight finish on the plan they started with. Concurrent calls share one reload; a call that
    * arrives during a reload triggers one more afterwards (the file may have changed again).
+   * `fromWatch` (a file-system event, not an operator) waits until the file stops changing, so a
+   * file caught half-written is never applied.
    */
-  reload(): Promise<ReloadResult> {
+  reload(fromWatch = false): Promise<ReloadResult> {
     if (this.reloading !== null) {
       this.reloadAgain = true;
+      this.reloadAgainFromWatch ||= fromWatch;
       return this.reloading;
     }
-    this.reloading = this.doReload().finally(() => {
+    this.reloading = this.doReload(fromWatch).finally(() => {
       this.reloading = null;
       if (this.reloadAgain) {
+        const watched = this.reloadAgainFromWatch;
         this.reloadAgain = false;
-        void this.reload();
+        this.reloadAgainFromWatch = false;
+        void this.reload(watched);
       }
     });
     return this.reloading;
   }
 
-  private async doReload(): Promise<ReloadResult> {
-    const loaded = await loadConfigFile(this.configPath);
-    if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
-    if (loaded.digest === this.plan.digest)
-      return { result: 'unchanged', version: this.plan.version, errors: [] };
-    if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
+  private async doReload(fromWatch: boolean): Promise<ReloadResult> {
+    let text: string;
+    try {
+      text = fromWatch
+        ? await readSettled(
+            this.configPath,
+            Math.max(SETTLE_FLOOR_MS, this.plan.config.server.reload_debounce_ms),
+          )
+        : await readFile(this.configPath, 'utf8');
+    } catch (e) {
       return this.rejectReload([
-        `${this.configPath}: listeners (except their plugins), admin, simulator, the rate-limit and plugin stores and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}:1:1 cannot read the config file: ${(e as Error).message}`,
       ]);
     }
+    // Unchanged bytes need no parse: watch events for other files and editors' temp files are cheap.
+    // The certificates are read again all the same (renewed in place, or by a Secret update).
+    if (createHash('sha256').update(text).digest('hex') === this.plan.digest) {
+      const tls = await this.loadTls(this.plan.config);
+      if (Array.isArray(tls)) return this.rejectReload(tls);
+      const swapped = this.swapChanged(tls);
+      if (typeof swapped === 'string') return this.rejectReload([swapped]);
+      return { result: 'unchanged', version: this.plan.version, errors: [], certificates: swapped };
+    }
+    const loaded = await loadConfigText(text, this.configPath);
+    if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
+    if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
+      return this.rejectReload([
+        `${this.configPath}: listeners (except their plugins and certificate files), admin, simulator, the rate-limit and plugin stores and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
+      ]);
+    }
+    const tls = await this.loadTls(loaded.config);
+    if (Array.isArray(tls)) return this.rejectReload(tls);
     const old = this.plan;
     let next: Plan;
     let instances: Map<string, PluginInstance>;
@@ -400,13 +452,85 @@ export class Sluice {
       for (const i of instances.values()) await i.close();
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
+    const swapped = this.swapChanged(tls);
+    if (typeof swapped === 'string') {
+      for (const i of instances.values()) await i.close();
+      return this.rejectReload([swapped]);
+    }
     this.plan = next;
+    this.applyOverload(loaded.config);
     old.adoptOrphans(next.removedPools);
     next.removedPools = [];
     old.retire();
     this.stats.countReload('applied');
+    this.watcher?.setFiles(this.watchedFiles());
     this.log.info(`config reloaded: version ${next.version} (${loaded.digest.slice(0, 12)})`);
-    return { result: 'applied', version: next.version, errors: [] };
+    return { result: 'applied', version: next.version, errors: [], certificates: swapped };
+  }
+
+  /**
+   * Reads and checks the certificate and key of every TLS listener of `config`: the materials by
+   * listener name, or the error lines (one per listener that cannot serve).
+   */
+  private async loadTls(config: SluiceConfig): Promise<Map<string, TlsMaterial> | string[]> {
+    const out = new Map<string, TlsMaterial>();
+    const errors: string[] = [];
+    const dir = dirname(this.configPath);
+    for (const [i, l] of config.listeners.entries()) {
+      if (l.tls === undefined) continue;
+      try {
+        out.set(l.name, await loadTlsMaterial(l.tls, dir));
+      } catch (e) {
+        errors.push(`${this.configPath}: listeners[${i}].tls: ${(e as Error).message}`);
+      }
+    }
+    return errors.length > 0 ? errors : out;
+  }
+
+  /**
+   * Swaps in every certificate of `tls` that differs from the one served (all or none): the names
+   * of the listeners swapped, or why uWS refused one.
+   */
+  private swapChanged(tls: ReadonlyMap<string, TlsMaterial>): string[] | string {
+    const changed = new Map<string, TlsMaterial>();
+    for (const [name, m] of tls) if (this.tls.get(name)?.digest !== m.digest) changed.set(name, m);
+    if (changed.size === 0) return [];
+    try {
+      this.server!.swapCertificates(changed);
+    } catch (e) {
+      return `${this.configPath}: the new certificate could not be loaded: ${(e as Error).message}`;
+    }
+    for (const [name, m] of changed) {
+      this.tls.set(name, m);
+      this.log.info(
+        `listener ${name}: new certificate (${m.subject}, valid until ${m.notAfter.toISOString()}) for new connections`,
+      );
+    }
+    this.watcher?.setFiles(this.watchedFiles());
+    return [...changed.keys()];
+  }
+
+  /** The files a change of which may need a reload: the config and every certificate and key. */
+  private watchedFiles(): string[] {
+    const files = [this.configPath];
+    for (const m of this.tls.values()) files.push(m.certFile, m.keyFile);
+    return files;
+  }
+
+  /** Starts, reconfigures or stops overload protection as `config.server.overload` says. */
+  private applyOverload(config: SluiceConfig): void {
+    const o = config.server.overload;
+    if (!OverloadMonitor.enabled(o)) {
+      this.overload?.close();
+      this.overload = null;
+      if (this.server !== null) this.server.shedder = NEVER_SHED;
+      return;
+    }
+    if (this.overload === null) {
+      this.overload = new OverloadMonitor(o, this.log);
+      this.overload.start();
+    } else this.overload.configure(o);
+    if (this.server !== null) this.server.shedder = this.overload;
   }
 
   private rejectReload(errors: string[]): ReloadResult {
@@ -414,7 +538,7 @@ export class Sluice {
     this.log.error(
       `config reload rejected, still serving version ${this.plan.version}:\n  ${errors.join('\n  ')}`,
     );
-    return { result: 'rejected', version: this.plan.version, errors };
+    return { result: 'rejected', version: this.plan.version, errors, certificates: [] };
   }
 
   /**
@@ -437,6 +561,8 @@ export class Sluice {
     this.watcher = null;
     this.capacity?.close();
     this.capacity = null;
+    this.overload?.close();
+    this.overload = null;
     await this.batch?.close();
     this.batch = null;
     this.server?.closeNow();
@@ -457,6 +583,39 @@ export class Sluice {
     await log?.close();
     await this.sim?.close();
     this.sim = null;
+  }
+}
+
+/** Shortest wait between the two reads of a watched file that must agree before it is applied, ms. */
+const SETTLE_FLOOR_MS = 20;
+/** Reads of a watched file that keeps changing before the reload gives up (the next change retries). */
+const SETTLE_ROUNDS = 20;
+
+/**
+ * Reads `file` until two reads `settleMs` apart give the same text, and returns it: a file still
+ * being written (an editor writing in place, `cat > file`) is not taken half-written. A writer that
+ * pauses for longer than `settleMs` cannot be told from one that finished; editors and Kubernetes
+ * replace files atomically (rename), which never shows a partial file.
+ */
+async function readSettled(file: string, settleMs: number): Promise<string> {
+  let text = await readIfThere(file);
+  for (let round = 0; round < SETTLE_ROUNDS; round++) {
+    await new Promise((r) => setTimeout(r, settleMs));
+    const again = await readIfThere(file);
+    if (again !== null && again === text) return again;
+    text = again;
+  }
+  if (text === null) return readFile(file, 'utf8');
+  throw new Error(`the file kept changing for ${SETTLE_ROUNDS * settleMs} ms`);
+}
+
+/** The text of `file`, or null while it does not exist (an editor between its rename and write). */
+async function readIfThere(file: string): Promise<string | null> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
   }
 }
 

@@ -54,6 +54,10 @@ const LF = 10;
 const SP = 32;
 const HTAB = 9;
 const COLON = 58;
+const SEMICOLON = 0x3b;
+const EQUALS = 0x3d;
+const DQUOTE = 0x22;
+const BACKSLASH = 0x5c;
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
 /** Longest chunk-size line (size and extensions), bytes. */
 const MAX_CHUNK_LINE = 1024;
@@ -430,12 +434,10 @@ export class Http1Parser {
     if (i < end) {
       let j = i;
       while (j < end && (buf[j] === SP || buf[j] === HTAB)) j++;
-      if (buf[j] !== 0x3b)
+      if (buf[j] !== SEMICOLON)
         return this.fail(Errors.badFraming, 'malformed request framing: invalid chunk size');
-      for (; j < end; j++) {
-        if (FIELD[buf[j]!] !== 1)
-          return this.fail(Errors.badFraming, 'malformed request framing: invalid chunk extension');
-      }
+      if (!validChunkExtensions(buf, j, end))
+        return this.fail(Errors.badFraming, 'malformed request framing: invalid chunk extension');
     }
     this.pos = lf + 1;
     if (size === 0) {
@@ -490,4 +492,42 @@ export class Http1Parser {
       return this.fail(Errors.headersTooLarge, `trailer fields longer than ${this.maxTrailer} bytes`);
     return this.fieldLine(buf, pos, end, false);
   }
+}
+
+/**
+ * True when `buf[from, end)` is `chunk-ext` exactly (RFC 9112 §7.1.1): `*( BWS ";" BWS name [ BWS
+ * "=" BWS value ] )`, a name a token, a value a token or a quoted-string. A lax reading (an empty
+ * name, a bare `=`) is where parsers in a chain disagree on where a chunk ends.
+ */
+function validChunkExtensions(buf: Buffer, from: number, end: number): boolean {
+  let j = from;
+  const bws = (): void => {
+    while (j < end && (buf[j] === SP || buf[j] === HTAB)) j++;
+  };
+  const token = (): boolean => {
+    const start = j;
+    while (j < end && TCHAR[buf[j]!] === 1) j++;
+    return j > start;
+  };
+  while (j < end) {
+    bws();
+    if (buf[j] !== SEMICOLON) return false;
+    j++;
+    bws();
+    if (!token()) return false;
+    bws();
+    if (j < end && buf[j] === EQUALS) {
+      j++;
+      bws();
+      if (buf[j] === DQUOTE) {
+        // quoted-string: qdtext or quoted-pair up to the closing quote (RFC 9110 §5.6.4).
+        for (j++; buf[j] !== DQUOTE; j++) {
+          if (buf[j] === BACKSLASH) j++;
+          if (j >= end || FIELD[buf[j]!] !== 1) return false;
+        }
+        j++;
+      } else if (!token()) return false;
+    }
+  }
+  return true;
 }

@@ -199,6 +199,16 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
     this.finish();
   }
 
+  abandonHead(): boolean {
+    // A kept head means no byte of this response went to the connection (see `start`).
+    if (this.aborted || this.done || this.pendingHead === '') return false;
+    this.pendingHead = '';
+    this.started = false;
+    this.remaining = 0;
+    this.closeDelimited = false;
+    return true;
+  }
+
   destroy(): void {
     if (this.aborted || this.done) return;
     // Marked aborted first: the connection's close must not report a client abort for this one.

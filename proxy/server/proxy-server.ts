@@ -1,8 +1,8 @@
 /**
- * The downstream listeners: per configured listener either a uWS app (`pipelining: 0`) or Sluice's
- * own HTTP/1.1 server (`net-listener.ts`), both handing captured heads to the shared
- * `RequestIntake`; the connection cap on uWS listeners; and the graceful drain. The only module
- * that creates uWS apps.
+ * The downstream listeners: per configured listener either a uWS app (`pipelining: 0`; for TLS,
+ * the swappable apps of `uws-tls-apps.ts`) or Sluice's own HTTP/1.1 server (`net-listener.ts`),
+ * both handing captured heads to the shared `RequestIntake`; the connection cap on uWS listeners;
+ * certificate swaps; and the graceful drain. The only module that creates uWS apps.
  */
 import './uws-env.js';
 import {
@@ -19,10 +19,14 @@ import type { Session, SessionHost } from '../lifecycle/session.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
+import { nowMs } from '../lifecycle/clock.js';
+import type { LoadShedder } from './load-shedder.js';
 import { NetListener } from './net-listener.js';
 import { captureHead } from './request-head.js';
 import { ListenerRuntime, RequestIntake } from './request-intake.js';
+import type { TlsMaterial } from './tls-material.js';
 import { UwsDownstream } from './uws-downstream.js';
+import { UwsTlsApps, type PreparedSwap } from './uws-tls-apps.js';
 
 /** A bound listener. */
 export interface BoundListener {
@@ -32,10 +36,21 @@ export interface BoundListener {
   readonly port: number;
 }
 
-interface ListenerState {
+/** How long the drain waits with nothing in flight before it closes the connections, ms. */
+const DRAIN_QUIET_MS = 250;
+
+/** What the uWS request handler reads of its listener. */
+interface ListenerView {
   rt: ListenerRuntime;
-  /** The uWS app (`pipelining: 0`), or null. */
+  /** `x-forwarded-proto` of its requests. */
+  proto: string;
+}
+
+interface ListenerState extends ListenerView {
+  /** The uWS app (`pipelining: 0`; a TLS listener's acceptor), or null. */
   app: TemplatedApp | null;
+  /** The TLS child apps of an HTTPS uWS listener, else null. */
+  tls: UwsTlsApps | null;
   /** Sluice's own HTTP/1.1 server (`pipelining` > 0), or null. */
   net: NetListener | null;
   socket: us_listen_socket | null;
@@ -57,24 +72,44 @@ export class ProxyServer implements SessionHost {
     this.intake = new RequestIntake(this, current);
   }
 
-  /** Binds every listener; rejects with a clear message when a port cannot be bound. */
-  async listen(configs: readonly ListenerConfig[]): Promise<BoundListener[]> {
+  /** Overload protection, read once per request where it would become a session (RequestIntake). */
+  set shedder(s: LoadShedder) {
+    this.intake.shedder = s;
+  }
+
+  /**
+   * Binds every listener; rejects with a clear message when a port cannot be bound. `tls` holds the
+   * checked certificate of each listener that has a `tls` section, by listener name.
+   */
+  async listen(
+    configs: readonly ListenerConfig[],
+    tls: ReadonlyMap<string, TlsMaterial> = new Map(),
+  ): Promise<BoundListener[]> {
     for (const config of configs) {
       const rt = new ListenerRuntime(config, this.stats.listener(config.name), this, this.listeners.length);
       if (config.pipelining > 0) {
         const net = new NetListener(rt, this.intake, this);
         const port = await net.listen();
-        this.listeners.push({ rt, app: null, net, socket: null, port });
+        this.listeners.push({ rt, proto: 'http', app: null, tls: null, net, socket: null, port });
         continue;
       }
-      const app = App();
-      const state: ListenerState = { rt, app, net: null, socket: null, port: 0 };
+      const material = tls.get(config.name);
+      const view: ListenerView = { rt, proto: material === undefined ? 'http' : 'https' };
       // uWS calls a filter on every connection open and close; with one registered, a test driving
       // two fleets through keep-alive connections lost over half its throughput, so connections
       // are counted only where a cap needs the count.
-      if (config.max_connections > 0) app.filter((res, count) => countConnection(rt, res, count));
-      else rt.stats.connectionsCounted = false;
-      app.any('/*', (res, req) => this.onRequest(state, res, req));
+      const counted = config.max_connections > 0;
+      if (!counted) rt.stats.connectionsCounted = false;
+      const handle = (a: TemplatedApp): void => {
+        if (counted) a.filter((res, count) => countConnection(rt, res, count));
+        a.any('/*', (res, req) => this.onRequest(view, res, req));
+      };
+      const tlsApps = material === undefined ? null : new UwsTlsApps(material, handle);
+      const app = tlsApps?.acceptor ?? App();
+      if (tlsApps === null) handle(app);
+      const state: ListenerState = { ...view, app, tls: tlsApps, net: null, socket: null, port: 0 };
+      // Held before binding, so that a failed bind still closes its apps (closeNow).
+      this.listeners.push(state);
       await new Promise<void>((resolve, reject) => {
         app.listen(config.address, config.port, (socket) => {
           if (!socket) {
@@ -90,7 +125,6 @@ export class ProxyServer implements SessionHost {
           resolve();
         });
       });
-      this.listeners.push(state);
     }
     return this.bound();
   }
@@ -104,10 +138,10 @@ export class ProxyServer implements SessionHost {
     }));
   }
 
-  private onRequest(l: ListenerState, res: HttpResponse, req: HttpRequest): void {
+  private onRequest(l: ListenerView, res: HttpResponse, req: HttpRequest): void {
     // HOT
     const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
-    const head = captureHead(req, remote);
+    const head = captureHead(req, remote, l.proto);
     this.intake.admit(l.rt, head, new UwsDownstream(res, l.rt));
   }
 
@@ -127,19 +161,64 @@ export class ProxyServer implements SessionHost {
       l.socket = null;
       l.net?.stopAccepting();
     }
+    // Connections accepted just before the listening socket closed may still be sending their
+    // request: closing them when the count first reaches zero would reset them. The drain ends
+    // only after the count stayed at zero for DRAIN_QUIET_MS (or at the deadline).
+    const deadline = nowMs() + timeoutMs;
     let clean = true;
-    if (this.stats.inFlight > 0) {
-      clean = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), timeoutMs);
-        this.drained = () => {
-          clearTimeout(timer);
-          resolve(true);
-        };
-      });
+    for (;;) {
+      if (this.stats.inFlight > 0) {
+        clean = await this.untilDrained(deadline - nowMs());
+        if (!clean) break;
+      }
+      const quiet = Math.min(DRAIN_QUIET_MS, deadline - nowMs());
+      if (quiet > 0) await new Promise((r) => setTimeout(r, quiet));
+      if (this.stats.inFlight === 0 || nowMs() >= deadline) {
+        clean = this.stats.inFlight === 0;
+        break;
+      }
     }
     this.drained = null;
     this.closeNow();
     return clean;
+  }
+
+  /** Resolves true when no request is in flight any more, false after `ms`. */
+  private untilDrained(ms: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), Math.max(0, ms));
+      this.drained = () => {
+        this.drained = null;
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
+  }
+
+  /**
+   * Serves new connections of the TLS listeners named in `materials` with their new certificate;
+   * open connections keep theirs. All or none: throws, changing nothing, when uWS cannot load one.
+   */
+  swapCertificates(materials: ReadonlyMap<string, TlsMaterial>): void {
+    const prepared: [UwsTlsApps, PreparedSwap][] = [];
+    try {
+      for (const [name, m] of materials) {
+        const apps = this.listeners.find((x) => x.rt.config.name === name)?.tls ?? null;
+        if (apps === null) throw new Error(`listener ${name} does not serve TLS`);
+        prepared.push([apps, apps.prepare(m)]);
+      }
+    } catch (e) {
+      for (const [apps, p] of prepared) apps.discard(p);
+      throw e;
+    }
+    for (const [apps, p] of prepared) apps.commit(p);
+  }
+
+  /** The TLS state of each HTTPS listener, for metrics. */
+  tlsListeners(): { name: string; apps: UwsTlsApps }[] {
+    const out: { name: string; apps: UwsTlsApps }[] = [];
+    for (const l of this.listeners) if (l.tls !== null) out.push({ name: l.rt.config.name, apps: l.tls });
+    return out;
   }
 
   /** Closes listening sockets and every open connection immediately. */
@@ -149,6 +228,7 @@ export class ProxyServer implements SessionHost {
       if (l.socket !== null) us_listen_socket_close(l.socket);
       l.socket = null;
       l.app?.close();
+      l.tls?.close();
       l.net?.closeNow();
     }
     this.listeners.length = 0;

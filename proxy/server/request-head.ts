@@ -147,10 +147,10 @@ export function addHeader(name: string, value: string): void {
 
 /**
  * Ends the capture: checks framing and Host (RFC 9112 §6.1, §6.3, §3.2) and adds the forwarding
- * headers. `remoteAddress` is the client IP as text. Returns the shared RequestHead; read it
- * before the handler returns.
+ * headers. `remoteAddress` is the client IP as text; `proto` the scheme the client used
+ * (`x-forwarded-proto`). Returns the shared RequestHead; read it before the handler returns.
  */
-export function endHead(remoteAddress: string): RequestHead {
+export function endHead(remoteAddress: string, proto = 'http'): RequestHead {
   // HOT
   if (clCount > 1) head.framingError = 'more than one Content-Length header';
   else if (teCount > 1) head.framingError = 'more than one Transfer-Encoding header';
@@ -182,23 +182,23 @@ export function endHead(remoteAddress: string): RequestHead {
     'x-forwarded-host',
     host,
     'x-forwarded-proto',
-    'http',
+    proto,
   );
   return head;
 }
 
 /**
- * Captures the head of a uWS request. `remoteAddress` is the client IP as text. Returns the shared
- * RequestHead; read it before the handler returns.
+ * Captures the head of a uWS request. `remoteAddress` is the client IP as text; `proto` the scheme
+ * the client used. Returns the shared RequestHead; read it before the handler returns.
  */
-export function captureHead(req: HttpRequest, remoteAddress: string): RequestHead {
+export function captureHead(req: HttpRequest, remoteAddress: string, proto = 'http'): RequestHead {
   // HOT
   // The uWS build in use returns undefined (not '') when the URL has no query string; it refuses
   // HTTP/1.0 itself, so every request it hands over is HTTP/1.1.
   const query = req.getQuery() as string | undefined;
   beginHead(req.getCaseSensitiveMethod(), req.getUrl(), query ?? '', false);
   req.forEach(addHeader);
-  return endHead(remoteAddress);
+  return endHead(remoteAddress, proto);
 }
 
 function hostWithoutPort(host: string): string {

@@ -12,6 +12,7 @@ import { Session, type SessionHost } from '../lifecycle/session.js';
 import type { ListenerStats } from '../metrics/listener-stats.js';
 import type { Plan } from '../plan/plan.js';
 import type { RequestHead } from './request-head.js';
+import { NEVER_SHED, type LoadShedder } from './load-shedder.js';
 import { nextRequestId } from './request-id.js';
 import type { DownstreamListener } from './uws-downstream.js';
 
@@ -57,6 +58,8 @@ export class ListenerRuntime {
 
 /** Turns captured heads into sessions, or refuses them. One per server. */
 export class RequestIntake {
+  /** Overload protection: read once per request before it becomes a session. */
+  shedder: LoadShedder = NEVER_SHED;
   private readonly host: SessionHost;
   private readonly current: () => Plan;
 
@@ -100,6 +103,17 @@ export class RequestIntake {
     }
     if (head.method === 'CONNECT') {
       this.refuse(ds, Errors.methodNotSupported, 'CONNECT is not supported: Sluice is a reverse proxy');
+      return null;
+    }
+    const shedder = this.shedder;
+    if (shedder.shedding) {
+      // Sluice itself is overloaded: the cheapest answer, prepared by the monitor, connection kept.
+      shedder.shed++;
+      const stats = this.host.stats;
+      stats.countRejected(Errors.proxyOverloaded.id);
+      stats.refused[Refusal.proxyOverloaded]!++;
+      stats.accessLog?.writeRefused(503, REFUSALS[Refusal.proxyOverloaded]!.reason);
+      ds.reply(503, shedder.replyHeaders, shedder.replyBody, false);
       return null;
     }
     const id = head.requestId ?? nextRequestId();

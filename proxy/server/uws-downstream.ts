@@ -282,6 +282,15 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     res.end(body, close);
   }
 
+  abandonHead(): boolean {
+    // A kept head means no byte of this response was written (see `start`).
+    if (this.aborted || this.headHeaders === null) return false;
+    this.headHeaders = null;
+    this.started = false;
+    this.total = -1;
+    return true;
+  }
+
   destroy(): void {
     if (this.aborted || this.ended) return;
     this.ended = true;

@@ -11,6 +11,16 @@ import { formatConfigError, loadConfigFile } from '../../config/loader.js';
 import { defaultConfigPath, findSluiceRoot } from '../../config/sluice-root.js';
 import type { SluiceConfig } from '../../config/types.js';
 
+/** `server.overload` as every config gets it by default. */
+const OVERLOAD_DEFAULTS = {
+  event_loop_delay_ms: 1000,
+  heap_used_percent: 90,
+  sample_interval_ms: 500,
+  recover_ratio: 0.8,
+  min_shed_ms: 2000,
+  retry_after_ms: 1000,
+};
+
 const examplesDir = join(findSluiceRoot(), 'config', 'examples');
 
 async function load(file: string): Promise<SluiceConfig> {
@@ -48,7 +58,11 @@ void describe('config/default.yaml', () => {
       },
     ]);
     assert.deepEqual(config.admin, { address: '127.0.0.1', port: 9901 });
-    assert.deepEqual(config.server, { drain_timeout_ms: 30000, reload_debounce_ms: 100 });
+    assert.deepEqual(config.server, {
+      drain_timeout_ms: 30000,
+      reload_debounce_ms: 100,
+      overload: OVERLOAD_DEFAULTS,
+    });
     assert.equal(config.pools.length, 1);
     const pool = config.pools[0]!;
     assert.equal(pool.name, 'gpu');
@@ -112,7 +126,7 @@ void describe('config/examples', () => {
         },
       ],
       admin: { address: '127.0.0.1', port: 9901 },
-      server: { drain_timeout_ms: 30000, reload_debounce_ms: 100 },
+      server: { drain_timeout_ms: 30000, reload_debounce_ms: 100, overload: OVERLOAD_DEFAULTS },
       metrics: { window_slices: 6, window_slice_ms: 10000 },
       pools: [
         {

@@ -96,6 +96,22 @@ void describe('ports', () => {
     assert.equal(errors[0]!.message, 'port 8080 is already used by listener "a" (listeners[0])');
   });
 
+  void it('rejects TLS on a listener served by the own HTTP/1.1 engine, at its tls key', () => {
+    const errors = errorsOf(
+      yamlLines(
+        ...BASE_LINES,
+        'listeners:',
+        '  - {name: a, port: 0, tls: {cert_file: a.crt, key_file: a.key}}',
+        '  - {name: b, port: 0, pipelining: 4, tls: {cert_file: b.crt, key_file: b.key}}',
+      ),
+    );
+    assert.deepEqual(placesOf(errors), ['10:39 listeners[1].tls']);
+    assert.match(
+      errors[0]!.message,
+      /^TLS is served only with pipelining: 0 \(this listener has pipelining: 4\)/,
+    );
+  });
+
   void it('rejects an admin port equal to a listener port, at admin.port when it is written', () => {
     const error = onlyErrorOf(yamlLines(...BASE_LINES, 'admin:', '  port: 8080'));
     assert.deepEqual(placesOf([error]), ['9:9 admin.port']);

@@ -31,13 +31,26 @@ export function memoryLogger(lines: string[]): Logger {
   return base;
 }
 
-/** Starts Sluice with `yaml` as its config file. */
-export async function startTestSluice(yaml: string, opts: { watch?: boolean } = {}): Promise<TestSluice> {
+/**
+ * Starts Sluice with `yaml` as its config file. `before` runs once the file is written, with its
+ * directory (to put files beside it, e.g. certificates), before Sluice starts.
+ */
+export async function startTestSluice(
+  yaml: string,
+  opts: { watch?: boolean; before?: (dir: string) => Promise<void> } = {},
+): Promise<TestSluice> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-test-'));
   const configPath = join(dir, 'sluice.yaml');
   await writeFile(configPath, yaml);
   const logs: string[] = [];
-  const sluice = await startSluice({ configPath, watch: opts.watch ?? false, logger: memoryLogger(logs) });
+  let sluice: Sluice;
+  try {
+    await opts.before?.(dir);
+    sluice = await startSluice({ configPath, watch: opts.watch ?? false, logger: memoryLogger(logs) });
+  } catch (e) {
+    await rm(dir, { recursive: true, force: true });
+    throw e;
+  }
   const port = sluice.listeners[0]!.port;
   return {
     sluice,

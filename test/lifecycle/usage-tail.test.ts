@@ -26,6 +26,21 @@ describe('usage tail', () => {
     assert.equal(parseUsageTokens(b('{"usage":{"total_'), b('tokens":30}}'), b('\n')), 30);
   });
 
+  it('reads a usage object whose key is cut by a chunk boundary (found by the fuzzer)', () => {
+    assert.equal(parseUsageTokens(null, b('data: {"choices":[],"us'), b('age":{"total_tokens":9}}\n\n')), 9);
+    assert.equal(
+      parseUsageTokens(b('{"id":"x","usage'), b('"'), b(':{"prompt_tokens":4,"completion_tokens":3}}')),
+      7,
+    );
+    // A missing chunk in between is no boundary: the key runs on into the next chunk there is.
+    assert.equal(parseUsageTokens(b('{"u'), null, b('sage":{"total_tokens":12}}')), 12);
+    // A newer usage object wins over one cut in an older chunk.
+    assert.equal(
+      parseUsageTokens(b('{"usa'), b('ge":{"total_tokens":1}}'), b('{"usage":{"total_tokens":2}}')),
+      2,
+    );
+  });
+
   it('adds prompt and completion tokens when total_tokens is absent', () => {
     assert.equal(parseUsageTokens(null, null, b('{"usage":{"prompt_tokens":7,"completion_tokens":2}}')), 9);
   });
@@ -34,5 +49,21 @@ describe('usage tail', () => {
     assert.equal(parseUsageTokens(null, null, null), -1);
     assert.equal(parseUsageTokens(b('{"a":1}'), b('data: x\n\n'), b('data: [DONE]\n\n')), -1);
     assert.equal(parseUsageTokens(b('{"usage":{"total_tokens":5}}'), null, b('{"usage":null}')), -1);
+  });
+
+  it('reads a count of ten or more digits, a fraction or an exponent as no count (a broken node cannot lock a tenant out)', () => {
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":99999999999999999999999}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":1234567890}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":5.5}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":1e9}}')), -1);
+    assert.equal(parseUsageTokens(null, null, b('{"usage":{"total_tokens":123456789}}')), 123456789);
+    assert.equal(
+      parseUsageTokens(
+        null,
+        null,
+        b('{"usage":{"total_tokens":1e99,"prompt_tokens":3,"completion_tokens":4}}'),
+      ),
+      7,
+    );
   });
 });

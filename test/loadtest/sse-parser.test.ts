@@ -1,4 +1,7 @@
-/** The client's SSE parser: events split anywhere, any line ending, multi-line data, UTF-8 across chunks. */
+/**
+ * The client's SSE parser: events split anywhere, any line ending (a CR at the very end of the
+ * stream included), multi-line data, UTF-8 across chunks.
+ */
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -8,6 +11,7 @@ function parseChunks(chunks: (string | Uint8Array)[]): string[] {
   const out: string[] = [];
   const p = new SseParser((d) => out.push(d));
   for (const c of chunks) p.push(typeof c === 'string' ? new TextEncoder().encode(c) : c);
+  p.end();
   return out;
 }
 
@@ -27,6 +31,22 @@ describe('SSE parser', () => {
       'c',
       '',
     ]);
+  });
+
+  it('delivers an event ended by a CR that is the last byte of the stream (found by the fuzzer)', () => {
+    assert.deepEqual(parseChunks(['data: a\r\r']), ['a']);
+    assert.deepEqual(parseChunks(['data: a\n', '\r']), ['a']);
+    const out: string[] = [];
+    const p = new SseParser((d) => out.push(d));
+    p.push(new TextEncoder().encode('data: b\r\r'));
+    assert.deepEqual(out, [], 'a CR at the end of a chunk may still be followed by an LF');
+    p.end();
+    assert.deepEqual(out, ['b'], 'at the end of the stream it cannot');
+  });
+
+  it('drops an unfinished event at the end of the stream', () => {
+    assert.deepEqual(parseChunks(['data: a\n\ndata: b\n']), ['a']);
+    assert.deepEqual(parseChunks(['data: a\n\ndata: b']), ['a']);
   });
 
   it('decodes a multi-byte character split between chunks', () => {

@@ -32,6 +32,25 @@ function sync(d: RateLimitDecision | Promise<RateLimitDecision>): RateLimitDecis
 }
 
 describe('rate limiter', () => {
+  it('counts held concurrency slots and reserved tokens until each request is released or refunded', () => {
+    const { limiter } = setup({ tenants: { acme: { tokensPerMinute: 100_000, maxConcurrent: 4 } } });
+    const acme = limiter.forTenant('acme');
+    const a = sync(limiter.check(acme, null, 300));
+    const b = sync(limiter.check(acme, null, 200));
+    assert.equal(limiter.concurrentRequests, 2);
+    assert.equal(limiter.reservedTokens, 500);
+    limiter.reconcile(a, 10);
+    assert.equal(limiter.reservedTokens, 500, 'a reconciled request holds its reservation until it ends');
+    limiter.release(a);
+    limiter.release(a);
+    assert.equal(limiter.concurrentRequests, 1);
+    assert.equal(limiter.reservedTokens, 200);
+    limiter.refund(b);
+    limiter.release(b);
+    assert.equal(limiter.concurrentRequests, 0);
+    assert.equal(limiter.reservedTokens, 0);
+  });
+
   it('admits exactly N of a burst of 2N requests per minute', () => {
     const { limiter } = setup({ tenants: { acme: { requestsPerMinute: 100 } } });
     const acme = limiter.forTenant('acme');

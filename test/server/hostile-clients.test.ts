@@ -239,6 +239,24 @@ const ROWS: Row[] = [
     uws: uwsPage(400),
   },
   {
+    name: 'chunk extensions with a quoted value and whitespace (valid)',
+    bytes: chunkedPost(`${HEX} ; a = "x \\"q" ;y\r\n${BODY}\r\n0;z=1\r\n\r\n`),
+    net: served,
+    uws: uwsPage(400),
+  },
+  {
+    name: 'a chunk extension without a name (found by the fuzzer)',
+    bytes: chunkedPost(`${HEX} ;\r\n${BODY}\r\n0\r\n\r\n`),
+    net: bad(),
+    uws: served,
+  },
+  {
+    name: 'a chunk extension with an empty value or an open quote',
+    bytes: chunkedPost(`${HEX};a=\r\n${BODY}\r\n0;b="x\r\n\r\n`),
+    net: bad(),
+    uws: 'silent',
+  },
+  {
     name: 'a trailer field after the last chunk (valid)',
     bytes: chunkedPost(`${HEX}\r\n${BODY}\r\n0\r\nX-Trailer: 1\r\n\r\n`),
     net: served,

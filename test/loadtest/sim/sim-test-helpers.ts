@@ -54,6 +54,7 @@ export async function readSse(res: Response, start = performance.now()): Promise
       if (done) break;
       parser.push(value);
     }
+    parser.end();
   } catch (err) {
     out.error = err;
   }
