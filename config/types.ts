@@ -61,7 +61,7 @@ export interface BalanceConfig {
   spill_floor_tokens?: number;
   /** consistent-hash: ring points per unit of weight. Default 100. */
   points_per_weight?: number;
-  /** least-response-time: half-life of the TTFB average, ms. Default 10000. */
+  /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. Default 10000. */
   decay_ms?: number;
   /** consistent-hash: where the key comes from. Without it, no affinity. */
   affinity?: AffinityConfig;
@@ -110,9 +110,9 @@ export interface RetryBudgetConfig {
   min_per_second: number;
 }
 
-/** Hedged requests: a second attempt elsewhere when the first has no response head in time. */
+/** Hedged requests: a second attempt elsewhere when the first has no first token (or, not streamed, no head) in time. */
 export interface HedgeConfig {
-  /** The delay is this percentile of the pool's recent TTFB. Default 95. */
+  /** The delay is this percentile of the pool's recent times to first token (streams) or head times. Default 95. */
   percentile: number;
   /** Floor of the delay, ms. Default 50. */
   min_delay_ms: number;

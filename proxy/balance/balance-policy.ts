@@ -30,8 +30,25 @@ export interface PickRequest {
   readonly affinityKey: string | null;
   /** Estimated work in tokens (prompt estimate + max_tokens); at least 1. */
   readonly cost: number;
+  /** Estimated prompt tokens (the prefill work), at least 1; read by policies that score prefill. */
+  readonly promptTokens: number;
   /** Written by affinity-aware policies on each pick. */
   affinityOutcome: AffinityOutcome;
+  /**
+   * Written by policies that estimate it: the expected time to first token on the node picked, ms
+   * (-1 when the policy does not estimate it or has no sample yet). Reported in `x-sluice-route`.
+   */
+  expectedTtftMs: number;
+  /**
+   * Written by cache-aware: prompt tokens it expects the picked node to hold in its prefix cache
+   * (-1 when the policy does not estimate it). Reported in `x-sluice-route`.
+   */
+  cachedTokens: number;
+  /**
+   * Written by policies that estimate it: the expected wait before this request's prefill starts on
+   * the node picked (the load term), ms; -1 otherwise. Reported in `x-sluice-route`.
+   */
+  queuedMs: number;
 }
 
 /**
@@ -52,6 +69,12 @@ export interface BalancePolicy {
    * answers 503 or tries a fallback pool). Must not allocate on the common path.
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null;
+  /**
+   * True when the policy reads the prefill queue (`node.timing`): the session then charges each
+   * attempt's prompt tokens to its node until the first token and feeds the learned rates. Absent:
+   * false (only the per-node latency histograms are recorded).
+   */
+  readonly scoresPrefill?: boolean;
 }
 
 /** Policy-specific options from the pool's `balance` config (all optional, defaults per policy). */
@@ -62,7 +85,7 @@ export interface BalanceOptions {
   spillFloorTokens?: number;
   /** consistent-hash: ring points per unit of weight. */
   pointsPerWeight?: number;
-  /** least-response-time: EWMA decay half-life of the TTFB average, ms. */
+  /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. */
   decayMs?: number;
 }
 

@@ -31,6 +31,8 @@ import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
 import { SSE_EVENT_FOUND, scanSseForEvent } from './sse-first-event.js';
+import { HeldHead } from './held-head.js';
+import { firstTokenSample, headSample, settleAttemptPrefill, trackPrefill } from './prefill-tracking.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
 
 /** What a session needs from the server that owns it. */
@@ -98,12 +100,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   pool: Pool | null = null;
   affinityKey: string | null = null;
   affinityOutcome: AffinityOutcome = 'none';
+  /** Written by the policy on each pick (see PickRequest); copied to the attempt. */
+  expectedTtftMs = -1;
+  cachedTokens = -1;
+  queuedMs = -1;
   /** Attempts dispatched so far. */
   attempts = 0;
   /** Status sent to the client (0 until decided; 499 when the client left). */
   status = 0;
   private parsed: unknown = UNPARSED;
   private costTokens = 0;
+  private promptCount = 0;
   /** Nodes earlier attempts used (null until a second pick needs it). */
   private tried: UpstreamNode[] | null = null;
   private first: Attempt | null = null;
@@ -170,8 +177,21 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       const e = estimateRequestTokens(this.json(), BALANCE_MAX_TOKENS);
       const c = e.prompt + e.maxTokens;
       this.costTokens = c >= 1 ? c : 1;
+      this.promptCount = e.prompt >= 1 ? e.prompt : 1;
     }
     return this.costTokens;
+  }
+
+  /** Estimated prompt tokens of the request (its prefill work), at least 1; computed with `cost`. */
+  get promptTokens(): number {
+    if (this.costTokens === 0) void this.cost;
+    return this.promptCount;
+  }
+
+  /** True when the body asks for a streamed answer (`"stream": true`). */
+  private wantsStream(): boolean {
+    const v = this.json();
+    return typeof v === 'object' && v !== null && (v as { stream?: unknown }).stream === true;
   }
 
   /** Runs the request once its body is complete. */
@@ -357,6 +377,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     const route = this.route!;
     const tried = this.attempts === 0 ? NO_NODES : this.triedNodes();
+    this.expectedTtftMs = this.cachedTokens = this.queuedMs = -1;
     let node = this.pool!.pick(this, tried);
     while (node === null && !hedge && this.fallbackIndex < route.fallback.length) {
       this.pool!.state.noNode++;
@@ -387,6 +408,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     node.inFlight++;
     node.inFlightCost += this.cost;
     node.attempts++;
+    trackPrefill(att, this.pool!, this);
     const t = route.timeouts;
     node.dispatch(
       {
@@ -402,8 +424,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // A dispatch that failed synchronously already ran attemptError (and maybe finished).
     if (att.released || this.finished) return;
     // Only the first attempt is hedged, once; retries wait for their own answer.
-    if (this.attempts === 1 && this.hedgeTimer === null) {
-      const delay = this.pool!.state.hedgeDelayMs();
+    const state = this.pool!.state;
+    if (this.attempts === 1 && this.hedgeTimer === null && state.hedge !== null) {
+      const delay = state.hedgeDelayMs(this.wantsStream());
       if (delay >= 0) this.hedgeTimer = setTimeout(onHedgeTimer, delay, this);
     }
   }
@@ -417,16 +440,31 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     return this.tried;
   }
 
-  /** The hedge delay passed with the first attempt still waiting for its head. */
+  /**
+   * The hedge delay passed with the first attempt still without a winner: no head yet, or (a
+   * stream) a head but no first event. Sends the hedge when the budget and a node allow; otherwise
+   * a held stream is forwarded at once rather than at its first event.
+   */
   onHedgeTimer(): void {
     this.hedgeTimer = null;
-    if (this.finished || this.hedged || this.winner !== null || this.live !== 1) return;
+    if (this.finished || this.winner !== null) return;
     const state = this.pool!.state;
-    if (state.hedgeBudget === null || !state.hedgeBudget.tryWithdraw(nowMs())) return;
-    this.hedged = true;
-    const before = this.attempts;
-    this.startAttempt(true);
-    if (this.attempts > before) state.hedges++;
+    if (
+      !this.hedged &&
+      this.live === 1 &&
+      state.hedgeBudget !== null &&
+      state.hedgeBudget.tryWithdraw(nowMs())
+    ) {
+      this.hedged = true;
+      const before = this.attempts;
+      this.startAttempt(true);
+      if (this.attempts > before) {
+        state.hedges++;
+        return;
+      }
+    }
+    const a = this.first;
+    if (a !== null && a.held !== null && !a.cancelled && !a.released) this.commitHeld(a);
   }
 
   // ---- attempt events (from Attempt, the undici handler) ----
@@ -454,17 +492,30 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (att.retryPlanned) this.clearHedgeTimer();
       return;
     }
+    const ct = headers['content-type'];
+    const sse = typeof ct === 'string' && ct.startsWith('text/event-stream');
     if (bit === 0) {
       recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
-      // The pool's TTFB window only sets the hedging delay (enabling hedging starts a new window).
-      state.ttfb?.add(ttfb);
+      // A stream's head comes before its prefill: its sample is the first event (firstToken).
+      if (!sse) headSample(att, pool, now);
     }
+    // While a hedge may still be sent or is running, a stream wins with its first event, not its
+    // head: the head waits so that the client sees nothing of an attempt that may yet lose.
+    if (sse && status < 300 && (this.hedgeTimer !== null || this.live > 1)) {
+      att.held = new HeldHead(status, headers);
+      return;
+    }
+    this.commit(att, status, headers, sse);
+  }
+
+  /** Makes `att` the winner: cancels the other attempt and forwards its head (`sse`: an event stream). */
+  private commit(att: Attempt, status: number, headers: UpstreamHeaders, sse: boolean): void {
+    // HOT
     this.winner = att;
-    if (att.hedge) state.hedgeWins++;
+    if (att.hedge) this.pool!.state.hedgeWins++;
     this.cancelOthers(att);
-    this.route!.stats.ttfb.recordMs(ttfb);
-    const ct = headers['content-type'];
-    this.sse = typeof ct === 'string' && ct.startsWith('text/event-stream');
+    this.route!.stats.ttfb.recordMs(att.headMs - att.startMs);
+    this.sse = sse;
     const cl = headers['content-length'];
     const length = typeof cl === 'string' && !this.sse ? Number(cl) : -1;
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
@@ -479,8 +530,18 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   attemptData(att: Attempt, controller: Controller, chunk: Buffer): void {
     // HOT
-    if (att !== this.winner || this.finished) return;
+    if (this.finished) return;
+    if (att !== this.winner) {
+      if (att.held !== null && this.winner === null && !att.cancelled) this.heldData(att, controller, chunk);
+      return;
+    }
     if (this.sse && att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
+    this.forward(controller, chunk);
+  }
+
+  /** Sends a chunk of the winner downstream (pausing the upstream when the client is slow). */
+  private forward(controller: Controller, chunk: Buffer): void {
+    // HOT
     if (this.limit !== null) {
       this.tail0 = this.tail1;
       this.tail1 = this.tail2;
@@ -497,15 +558,50 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.sseScan = s;
       return;
     }
+    this.firstToken(att);
+  }
+
+  private firstToken(att: Attempt): void {
+    // HOT
     const now = nowMs();
     att.firstTokenMs = now;
     this.route!.stats.ttft.recordMs(now - this.startMs);
+    firstTokenSample(att, this.pool!, now);
+  }
+
+  /** A chunk of a held stream: bytes before its first event wait; the first event makes it the winner. */
+  private heldData(att: Attempt, controller: Controller, chunk: Buffer): void {
+    const s = scanSseForEvent(chunk, att.sseScan);
+    if (s !== SSE_EVENT_FOUND) {
+      att.sseScan = s;
+      att.held!.chunks.push(chunk);
+      return;
+    }
+    this.firstToken(att);
+    this.commitHeld(att);
+    if (!this.finished) this.forward(controller, chunk);
+  }
+
+  /** Makes a held stream the winner: forwards its head and the bytes it held back. */
+  private commitHeld(att: Attempt): void {
+    const h = att.held!;
+    att.held = null;
+    this.commit(att, h.status, h.headers, true);
+    const c = att.controller;
+    for (const chunk of h.chunks) if (!this.downstream.write(chunk)) c?.pause();
   }
 
   attemptEnd(att: Attempt): void {
     this.releaseAttempt(att);
     if (this.finished) return;
     if (att === this.winner) {
+      this.downstream.end();
+      this.finish();
+      return;
+    }
+    if (att.held !== null && this.winner === null) {
+      // A stream that ended before any event: a complete answer all the same.
+      this.commitHeld(att);
       this.downstream.end();
       this.finish();
       return;
@@ -557,6 +653,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private releaseAttempt(att: Attempt): void {
     if (att.released) return;
     att.released = true;
+    settleAttemptPrefill(att);
     this.live--;
     att.node.inFlight--;
     att.node.inFlightCost -= this.cost;
@@ -620,7 +717,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   private routeReport(att: Attempt): string {
     const pool = this.pool!;
-    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${att.hedge ? '; hedge' : ''}`;
+    let estimates = '';
+    if (att.expectedTtftMs >= 0) estimates += `; expected_ttft_ms=${Math.round(att.expectedTtftMs)}`;
+    if (att.queuedMs >= 0) estimates += `; queued_ms=${Math.round(att.queuedMs)}`;
+    if (att.cachedTokens >= 0) estimates += `; cached_tokens=${Math.round(att.cachedTokens)}`;
+    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${estimates}${att.hedge ? '; hedge' : ''}`;
   }
 
   /** The micro-batch carrying this request answered (or gave up on) its item. */

@@ -177,6 +177,24 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_upstream_in_flight gauge',
   );
   for (const n of nodes) out.push(`sluice_upstream_in_flight{node="${label(n.id)}"} ${n.inFlight}`);
+  summary(
+    out,
+    'sluice_upstream_time_to_first_token_seconds',
+    'Per node: time from dispatch to the first event of a streamed answer that won its request.',
+    nodes.map((n) => [`node="${label(n.id)}"`, n.timing.ttft]),
+  );
+  summary(
+    out,
+    'sluice_upstream_head_seconds',
+    'Per node: time from dispatch to the head of an answer that is not streamed (it includes the decode).',
+    nodes.map((n) => [`node="${label(n.id)}"`, n.timing.head]),
+  );
+  out.push(
+    '# HELP sluice_upstream_prefill_queue_tokens Prompt tokens of attempts on the node still waiting for their first token (pools whose policy scores it).',
+    '# TYPE sluice_upstream_prefill_queue_tokens gauge',
+  );
+  for (const n of nodes)
+    out.push(`sluice_upstream_prefill_queue_tokens{node="${label(n.id)}"} ${n.timing.pendingTokens}`);
   const pools = [...src.pools];
   const poolCounter = (name: string, help: string, value: (p: PoolState) => number): void => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
