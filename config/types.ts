@@ -54,7 +54,7 @@ export type AffinityConfig =
 
 export interface BalanceConfig {
   /** Policy kind, kebab-case. Default `round-robin`. */
-  kind: 'round-robin' | 'least-request' | 'least-response-time' | 'consistent-hash';
+  kind: 'round-robin' | 'least-request' | 'least-response-time' | 'consistent-hash' | 'cache-aware';
   /** consistent-hash: a node above (1 + epsilon) × mean load is skipped. Default 0.25. */
   epsilon?: number;
   /** consistent-hash: in-flight tokens under which a node keeps its keys. Default 16384. */
@@ -63,7 +63,11 @@ export interface BalanceConfig {
   points_per_weight?: number;
   /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. Default 10000. */
   decay_ms?: number;
-  /** consistent-hash: where the key comes from. Without it, no affinity. */
+  /** cache-aware: prefix-cache capacity assumed per node, tokens. Default 400000. */
+  cache_tokens?: number;
+  /** cache-aware: bound of the pool's prefix indexes together, MiB. Default 64. */
+  index_max_mb?: number;
+  /** consistent-hash, cache-aware: where the key comes from. Without it, no affinity (cache-aware: no home node). */
   affinity?: AffinityConfig;
 }
 

@@ -60,6 +60,8 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
   const durationMs = (opts.durationS ?? spec.durationS) * 1000;
   let fleet: FleetHandle | null = null;
   let sluice: SluiceChild | null = null;
+  /** Every Sluice child of the run (`sluice.instances`); `sluice` is the first. */
+  const sluices: SluiceChild[] = [];
   let sender: HttpSender | null = null;
   try {
     if (spec.fleet !== null) {
@@ -69,16 +71,26 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       );
     }
     if (spec.sluice !== null) {
-      const text = expandTemplate(spec.sluice.template, {
-        nodeUrls: fleet?.urls ?? [],
-        port: await freePort(),
-        adminPort: await freePort(),
-      });
-      sluice = await startSluiceChild(text, spec.sluice.listener);
-      log(`sluice: pid ${sluice.pid ?? '?'} listening on ${sluice.url}`);
+      for (let i = 0; i < spec.sluice.instances; i++) {
+        const text = expandTemplate(spec.sluice.template, {
+          nodeUrls: fleet?.urls ?? [],
+          port: await freePort(),
+          adminPort: await freePort(),
+        });
+        const child = await startSluiceChild(text, spec.sluice.listener);
+        sluices.push(child);
+        log(`sluice: pid ${child.pid ?? '?'} listening on ${child.url}`);
+      }
+      sluice = sluices[0] ?? null;
     }
+    // Several instances: the sender takes the origins in turn, so consecutive requests (and the
+    // turns of one conversation) alternate between instances that share nothing.
     const origins =
-      sluice !== null ? [sluice.url] : spec.target !== null ? [spec.target] : (fleet?.urls ?? []);
+      sluice !== null
+        ? sluices.map((s) => s.url)
+        : spec.target !== null
+          ? [spec.target]
+          : (fleet?.urls ?? []);
     const targetKind = sluice !== null ? 'sluice' : spec.target !== null ? 'external' : 'direct';
     const probe: NodeProbe | null =
       fleet?.probe ?? (spec.nodeMetrics.length > 0 ? metricsProbe(spec.nodeMetrics, null) : null);
@@ -111,7 +123,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       if (warm.targetRefused()) throw refused(origins);
     }
     const before: NodeSample[] = (await probe?.sample()) ?? [];
-    const cpuBefore = (await sluice?.cpuSeconds()) ?? null;
+    const cpuBefore = await sluicesCpu(sluices);
     const startedAt = new Date();
     const recorder = new Recorder(spec.workload.tenants.length, performance.now());
     const phase = makePhase(durationMs, recorder);
@@ -119,7 +131,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     await runPhase(spec, driver, phase, origins).finally(stop);
     const wallMs = performance.now() - recorder.phaseStart;
     const after: NodeSample[] = (await probe?.sample()) ?? [];
-    const cpuAfter = (await sluice?.cpuSeconds()) ?? null;
+    const cpuAfter = await sluicesCpu(sluices);
     if (recorder.targetRefused()) throw refused(origins);
     const sendingMs = (phase.stoppedAt ?? recorder.phaseStart + durationMs) - recorder.phaseStart;
     return buildResult(recorder, {
@@ -140,9 +152,21 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
   } finally {
     sender?.abortAll();
     await sender?.close();
-    await sluice?.stop();
+    for (const s of sluices) await s.stop();
     await fleet?.close();
   }
+}
+
+/** CPU seconds of every Sluice child together; null without any (or when one cannot be read). */
+async function sluicesCpu(sluices: readonly SluiceChild[]): Promise<number | null> {
+  if (sluices.length === 0) return null;
+  let total = 0;
+  for (const s of sluices) {
+    const cpu = await s.cpuSeconds();
+    if (cpu === null) return null;
+    total += cpu;
+  }
+  return total;
 }
 
 function refused(origins: string[]): LoadtestError {

@@ -49,6 +49,11 @@ export interface PickRequest {
    * the node picked (the load term), ms; -1 otherwise. Reported in `x-sluice-route`.
    */
   queuedMs: number;
+  /**
+   * The prompt's block hashes (`prompt-blocks.ts`), computed once per request on first call; read
+   * by cache-aware. Absent on requests that carry no prompt text (batch calls, mirrors).
+   */
+  promptBlocks?(): Uint32Array;
 }
 
 /**
@@ -87,6 +92,12 @@ export interface BalanceOptions {
   pointsPerWeight?: number;
   /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. */
   decayMs?: number;
+  /** cache-aware: prefix-cache capacity assumed per node, tokens. */
+  cacheTokens?: number;
+  /** cache-aware: bound of the pool's prefix indexes together, bytes. */
+  indexMaxBytes?: number;
+  /** cache-aware: tokens credited to the affinity key's home node when its index has nothing better. */
+  homeTokens?: number;
 }
 
 /** The `tried` list of a first attempt: no node used yet. Shared, never mutated. */

@@ -6,6 +6,7 @@
  */
 import { eligible, NO_NODES, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
 import type { AffinitySource } from '../balance/affinity-key.js';
+import { promptBlockHashes } from '../balance/prompt-blocks.js';
 import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
@@ -111,6 +112,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private parsed: unknown = UNPARSED;
   private costTokens = 0;
   private promptCount = 0;
+  /** The prompt's block hashes, computed on the first `promptBlocks()` call. */
+  private blocks: Uint32Array | null = null;
   /** Nodes earlier attempts used (null until a second pick needs it). */
   private tried: UpstreamNode[] | null = null;
   private first: Attempt | null = null;
@@ -186,6 +189,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   get promptTokens(): number {
     if (this.costTokens === 0) void this.cost;
     return this.promptCount;
+  }
+
+  /** The prompt's block hashes for cache-aware balancing (see PickRequest), computed once. */
+  promptBlocks(): Uint32Array {
+    if (this.blocks === null) this.blocks = promptBlockHashes(this.json());
+    return this.blocks;
   }
 
   /** True when the body asks for a streamed answer (`"stream": true`). */

@@ -1,0 +1,241 @@
+/**
+ * Cache-aware balancing: per request, the node with the lowest expected time to first token once
+ * the prefix it has likely cached is taken off the request's own prefill. The load term is
+ * least-response-time's (`expected-ttft.ts`: the prefill queue at each node's learned rate); the
+ * cache term comes from a per-node prefix index this instance learns from what it routed
+ * (`prefix-index.ts`), plus a deterministic home node per affinity key so that instances without
+ * shared state agree where a conversation starts. One score, in milliseconds:
+ *
+ *   expected(node) = rate(node) × (queued(node) + max(1, prompt − cached(node)) + FIXED)
+ *   score(node)    = expected(node) / (weight × weightFactor)
+ *
+ * A node whose queued prefill is far above the pool's mean gets no cache credit (least-load).
+ */
+import { AffinityOutcome, eligible } from './balance-policy.js';
+import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
+import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
+import { ExpectedTtft } from './expected-ttft.js';
+import { MemberTable, candidateWeight } from './member-table.js';
+import { PrefixIndex } from './prefix-index.js';
+import { PROMPT_BLOCK_TOKENS } from './prompt-blocks.js';
+import { stableHash32 } from './stable-hash.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
+
+/** Default prefix-cache capacity assumed per node, tokens (vLLM's KV pool for an 8B model on one 80 GB GPU). */
+export const DEFAULT_CACHE_TOKENS = 400_000;
+/** Default bound of the pool's prefix indexes together, bytes. */
+export const DEFAULT_INDEX_MAX_BYTES = 64 * 1024 * 1024;
+/** Default: cache credit is withdrawn from a node whose queue exceeds (1 + this) × the pool mean ... */
+export const DEFAULT_CACHE_EPSILON = 1;
+/** ... and this many tokens. */
+export const DEFAULT_CACHE_SPILL_FLOOR_TOKENS = 16_384;
+/** Prompt tokens credited to the key's home node when the index knows nothing better (prefix keys: chars / 4). */
+export const DEFAULT_HOME_TOKENS = 512;
+/** Scraped KV-cache usage above which a node's cached prefix counts less and less (it evicts). */
+const KV_EVICTING = 0.9;
+
+const NO_BLOCKS = new Uint32Array(0);
+
+/** Cache-aware over a fixed member list. */
+export class CacheAwarePolicy implements BalancePolicy {
+  readonly kind = 'cache-aware';
+  readonly scoresPrefill = true;
+  private readonly table: MemberTable;
+  private readonly expected: ExpectedTtft;
+  private readonly ring: HashRing;
+  /** One prefix index per member slot. */
+  readonly indexes: readonly PrefixIndex[];
+  /** Unitless: a node queued above (1 + epsilon) × mean + spillFloor gets no cache credit. */
+  private readonly epsilon: number;
+  /** Tokens of queued prefill under which a node always keeps its cache credit. */
+  private readonly spillFloor: number;
+  /** Tokens credited to the home node when the index has nothing there. */
+  private readonly homeTokens: number;
+  /** Scratch per slot: effective weight for the pick in progress (0 = not a candidate). */
+  private readonly candidate: Float64Array;
+  /** Slot the next scan starts at, so members with equal scores take turns. */
+  private cursor = 0;
+  /** The pick in progress (one object per policy, reused). */
+  private readonly scratch = new PickScratch();
+
+  constructor(members: readonly PoolMember[], options: BalanceOptions) {
+    this.table = new MemberTable(members);
+    const n = this.table.length;
+    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs);
+    const ppw = options.pointsPerWeight;
+    this.ring = new HashRing(
+      this.table.nodes.map((node) => node.id),
+      this.table.weights,
+      ppw !== undefined && ppw > 0 && ppw < Infinity ? ppw : DEFAULT_POINTS_PER_WEIGHT,
+    );
+    const cacheTokens = positive(options.cacheTokens, DEFAULT_CACHE_TOKENS);
+    const maxBytes = positive(options.indexMaxBytes, DEFAULT_INDEX_MAX_BYTES);
+    let blocks = Math.ceil(cacheTokens / PROMPT_BLOCK_TOKENS);
+    // Each node's index takes about 16 bytes per block (two generations of half the blocks, at most
+    // half full, 4-byte slots); fit the pool's indexes under the bound.
+    while (blocks > 16 && n * new PrefixIndex(blocks).memoryBytes > maxBytes) blocks = Math.floor(blocks / 2);
+    this.indexes = this.table.nodes.map(() => new PrefixIndex(blocks));
+    this.epsilon =
+      options.epsilon !== undefined && options.epsilon >= 0 ? options.epsilon : DEFAULT_CACHE_EPSILON;
+    this.spillFloor =
+      options.spillFloorTokens !== undefined && options.spillFloorTokens >= 0
+        ? options.spillFloorTokens
+        : DEFAULT_CACHE_SPILL_FLOOR_TOKENS;
+    this.homeTokens = positive(options.homeTokens, DEFAULT_HOME_TOKENS);
+    this.candidate = new Float64Array(n);
+  }
+
+  /** Bytes the pool's prefix indexes hold (fixed at build, under `indexMaxBytes`). */
+  get indexBytes(): number {
+    let b = 0;
+    for (const ix of this.indexes) b += ix.memoryBytes;
+    return b;
+  }
+
+  /**
+   * The candidate with the lowest expected time to first token per unit of weight, its prompt
+   * reduced by the prefix it likely holds; null when there is none. Writes `expectedTtftMs`,
+   * `queuedMs` and `cachedTokens` of the winner, and `affinityOutcome`: `hit` when the winner had
+   * the largest cached estimate among the candidates, `spill` when load sent the request past a
+   * node with more cached, `none` when no candidate had anything cached. Then records the
+   * request's prompt blocks in the winner's index.
+   */
+  pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
+    // HOT
+    const { nodes, weights, length } = this.table;
+    const cand = this.candidate;
+    let count = 0;
+    let queuedSum = 0;
+    let queuedCount = 0;
+    const expected = this.expected;
+    for (let i = 0; i < length; i++) {
+      const node = nodes[i]!;
+      const w = candidateWeight(node, weights[i]!, tried);
+      cand[i] = w;
+      if (w > 0) count++;
+    }
+    req.affinityOutcome = AffinityOutcome.none;
+    if (count === 0) return null;
+    const prompt = req.promptTokens;
+    expected.prepare(prompt);
+    for (let i = 0; i < length; i++) {
+      const node = nodes[i]!;
+      if (eligible(node)) {
+        queuedSum += expected.queuedTokens(node);
+        queuedCount++;
+      }
+    }
+    const creditLimit =
+      (1 + this.epsilon) * (queuedCount > 0 ? queuedSum / queuedCount : 0) + this.spillFloor;
+    const blocks = req.promptBlocks === undefined ? NO_BLOCKS : req.promptBlocks();
+    const home = this.homeSlot(req.affinityKey);
+
+    const s = this.scratch;
+    s.best = -1;
+    s.bestScore = Infinity;
+    s.mostCached = 0;
+    // The home node first: it usually sets a score that lets the others be skipped unread.
+    if (home >= 0) this.consider(home, blocks, prompt, home, creditLimit);
+    let i = this.cursor;
+    for (let k = 0; k < length; k++, i = i + 1 === length ? 0 : i + 1) {
+      if (i !== home && cand[i]! > 0) this.consider(i, blocks, prompt, home, creditLimit);
+    }
+    this.cursor = this.cursor + 1 === length ? 0 : this.cursor + 1;
+    const best = s.best;
+    if (best < 0) return null;
+    if (s.mostCached > 0) {
+      req.affinityOutcome = s.bestCached >= s.mostCached ? AffinityOutcome.hit : AffinityOutcome.spill;
+    }
+    req.cachedTokens = s.bestCached;
+    if (expected.probed) {
+      req.expectedTtftMs = s.bestEstimate;
+      req.queuedMs = expected.rateOf(best) * s.bestQueued;
+    }
+    if (blocks.length > 0) this.indexes[best]!.record(blocks, s.bestMatched);
+    return nodes[best]!;
+  }
+
+  /**
+   * Scores slot `i` into the scratch, unless even a fully cached prompt could not beat the best so
+   * far (then its index is not read at all).
+   */
+  private consider(i: number, blocks: Uint32Array, prompt: number, home: number, creditLimit: number): void {
+    // HOT
+    const s = this.scratch;
+    const w = this.candidate[i]!;
+    const node = this.table.nodes[i]!;
+    const expected = this.expected;
+    if (expected.estimate(i, node, 1) / w > s.bestScore) return;
+    const queued = expected.queuedTokens(node);
+    const matched = blocks.length === 0 ? 0 : this.indexes[i]!.matchedBlocks(blocks);
+    let cached = matched * PROMPT_BLOCK_TOKENS;
+    if (i === home && cached < this.homeTokens) cached = this.homeTokens;
+    const kv = node.scrapedKvUsage;
+    if (kv > KV_EVICTING) cached *= kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING);
+    if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
+    if (cached > s.mostCached) s.mostCached = cached;
+    if (queued > creditLimit) cached = 0;
+    const estimate = expected.estimate(i, node, prompt - cached);
+    const score = estimate / w;
+    if (score < s.bestScore || (score === s.bestScore && node.inFlight < s.bestInFlight)) {
+      s.best = i;
+      s.bestScore = score;
+      s.bestEstimate = estimate;
+      s.bestQueued = queued;
+      s.bestCached = cached;
+      s.bestMatched = matched;
+      s.bestInFlight = node.inFlight;
+    }
+  }
+
+  /** Member slot of the key's home: the first candidate clockwise from its hash; -1 without a key. */
+  private homeSlot(key: string | null): number {
+    // HOT
+    if (key === null) return -1;
+    const ring = this.ring;
+    const start = ring.locate(stableHash32(key));
+    if (start < 0) return -1;
+    // A down or tried home passes its keys to the next candidate on the ring, as consistent-hash does.
+    const owners = ring.owners;
+    const limit = ring.size < 64 ? ring.size : 64;
+    for (let k = 0, p = start; k < limit; k++, p = p + 1 === ring.size ? 0 : p + 1) {
+      const slot = owners[p]!;
+      if (this.candidate[slot]! > 0) return slot;
+    }
+    return -1;
+  }
+}
+
+/** The best candidate so far of the pick in progress. */
+class PickScratch {
+  /** Member slot; -1 before any. */
+  best = -1;
+  /** ms per unit of weight. */
+  bestScore = Infinity;
+  /** ms */
+  bestEstimate = 0;
+  /** tokens */
+  bestQueued = 0;
+  /** tokens */
+  bestCached = 0;
+  /** Leading prompt blocks the winner's index holds. */
+  bestMatched = 0;
+  bestInFlight = 0;
+  /** Largest cached estimate among the nodes scored, tokens. */
+  mostCached = 0;
+}
+
+function positive(v: number | undefined, fallback: number): number {
+  return v !== undefined && v > 0 && v < Infinity ? v : fallback;
+}
+
+/**
+ * Factory for the `cache-aware` kind.
+ *
+ * @example
+ * const policy = createCacheAware(members, { cacheTokens: 400_000, homeTokens: 600 });
+ * const node = policy.pick(session, []); // session.cachedTokens: what it expects node to hold
+ */
+export function createCacheAware(members: readonly PoolMember[], options: BalanceOptions): BalancePolicy {
+  return new CacheAwarePolicy(members, options);
+}
