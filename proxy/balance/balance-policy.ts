@@ -54,6 +54,8 @@ export interface PickRequest {
    * by cache-aware. Absent on requests that carry no prompt text (batch calls, mirrors).
    */
   promptBlocks?(): Uint32Array;
+  /** Tokens of the prompt before its last message (`promptHistoryTokens`); read by cache-aware. */
+  historyTokens?(): number;
 }
 
 /**

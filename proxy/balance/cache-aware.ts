@@ -31,6 +31,8 @@ export const DEFAULT_CACHE_EPSILON = 1;
 export const DEFAULT_CACHE_SPILL_FLOOR_TOKENS = 16_384;
 /** Prompt tokens credited to the key's home node when the index knows nothing better (prefix keys: chars / 4). */
 export const DEFAULT_HOME_TOKENS = 512;
+/** Share of the conversation before the last message that the home node is assumed to hold. */
+const HOME_HISTORY_SHARE = 1;
 /** Scraped KV-cache usage above which a node's cached prefix counts less and less (it evicts). */
 const KV_EVICTING = 0.9;
 
@@ -71,8 +73,8 @@ export class CacheAwarePolicy implements BalancePolicy {
     const cacheTokens = positive(options.cacheTokens, DEFAULT_CACHE_TOKENS);
     const maxBytes = positive(options.indexMaxBytes, DEFAULT_INDEX_MAX_BYTES);
     let blocks = Math.ceil(cacheTokens / PROMPT_BLOCK_TOKENS);
-    // Each node's index takes about 16 bytes per block (two generations of half the blocks, at most
-    // half full, 4-byte slots); fit the pool's indexes under the bound.
+    // Each node's index takes 16–32 bytes per block (two generations of 2/3 of the blocks in tables
+    // at most half full, 4-byte slots); fit the pool's indexes under the bound.
     while (blocks > 16 && n * new PrefixIndex(blocks).memoryBytes > maxBytes) blocks = Math.floor(blocks / 2);
     this.indexes = this.table.nodes.map(() => new PrefixIndex(blocks));
     this.epsilon =
@@ -129,11 +131,18 @@ export class CacheAwarePolicy implements BalancePolicy {
       (1 + this.epsilon) * (queuedCount > 0 ? queuedSum / queuedCount : 0) + this.spillFloor;
     const blocks = req.promptBlocks === undefined ? NO_BLOCKS : req.promptBlocks();
     const home = this.homeSlot(req.affinityKey);
+    // The home is assumed to hold the key's prefix and the conversation so far (it served the
+    // earlier turns unless load moved one): every instance then agrees where a conversation lives,
+    // whatever its own index saw, and a conversation that load moved comes back next turn.
+    const history = home >= 0 && req.historyTokens !== undefined ? req.historyTokens() : 0;
+    const homeCredit =
+      HOME_HISTORY_SHARE * history > this.homeTokens ? HOME_HISTORY_SHARE * history : this.homeTokens;
 
     const s = this.scratch;
     s.best = -1;
     s.bestScore = Infinity;
     s.mostCached = 0;
+    s.homeCredit = homeCredit;
     // The home node first: it usually sets a score that lets the others be skipped unread.
     if (home >= 0) this.consider(home, blocks, prompt, home, creditLimit);
     let i = this.cursor;
@@ -169,7 +178,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     const queued = expected.queuedTokens(node);
     const matched = blocks.length === 0 ? 0 : this.indexes[i]!.matchedBlocks(blocks);
     let cached = matched * PROMPT_BLOCK_TOKENS;
-    if (i === home && cached < this.homeTokens) cached = this.homeTokens;
+    if (i === home && cached < s.homeCredit) cached = s.homeCredit;
     const kv = node.scrapedKvUsage;
     if (kv > KV_EVICTING) cached *= kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING);
     if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
@@ -223,6 +232,8 @@ class PickScratch {
   bestInFlight = 0;
   /** Largest cached estimate among the nodes scored, tokens. */
   mostCached = 0;
+  /** Tokens the home node is credited with when its index shows less, this pick. */
+  homeCredit = 0;
 }
 
 function positive(v: number | undefined, fallback: number): number {

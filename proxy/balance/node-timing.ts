@@ -96,8 +96,7 @@ export function recordFirstToken(
 ): void {
   // HOT
   const t = node.timing;
-  t.ttft.recordMs(ms);
-  if (tokens > 0) serviceSample(node, t.ttftRate, tokens, nowMs, halfLifeMs);
+  record(node, t.ttft, t.ttftRate, ms, tokens, nowMs, halfLifeMs);
 }
 
 /** Records the head of an answer that is not streamed, as `recordFirstToken` does a first token. */
@@ -110,18 +109,21 @@ export function recordHead(
 ): void {
   // HOT
   const t = node.timing;
-  t.head.recordMs(ms);
-  if (tokens > 0) serviceSample(node, t.headRate, tokens, nowMs, halfLifeMs);
+  record(node, t.head, t.headRate, ms, tokens, nowMs, halfLifeMs);
 }
 
-function serviceSample(
+function record(
   node: UpstreamNode,
+  histogram: LatencyRecorder,
   rate: DecayedRatio,
+  ms: number,
   tokens: number,
   nowMs: number,
   halfLifeMs: number,
 ): void {
   // HOT
+  histogram.recordMs(ms);
+  if (tokens <= 0) return;
   const t = node.timing;
   const interval = nowMs - t.markMs;
   rate.add(interval > 0 ? interval : 0, tokens + FIXED_WORK_TOKENS, nowMs, halfLifeMs);

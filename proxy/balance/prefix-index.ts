@@ -6,10 +6,10 @@
  *
  *   current  [ . h7 . . h9 h2 . . ]   inserts and touches go here
  *   previous [ h1 . h4 . . . h3 . ]   the generation before; a lookup looks in both
- *   when current holds `capacity / 2` blocks: previous is dropped, current becomes previous
+ *   when current holds `2/3 × capacity` blocks: previous is dropped, current becomes previous
  *
- * So the set holds between `capacity / 2` and `capacity` of the most recently used blocks: an LRU
- * of about the node's cache size, with eviction in batches instead of one block at a time.
+ * So the set holds between 2/3 and 4/3 of `capacity` of the most recently used blocks, the node's
+ * cache size on average: an LRU with eviction in batches instead of one block at a time.
  */
 
 /** Bytes of one slot (a 32-bit block hash; 0 = empty). */
@@ -26,7 +26,7 @@ export class PrefixIndex {
 
   /** An index for a node caching about `capacityBlocks` blocks (at least 16). */
   constructor(capacityBlocks: number) {
-    this.generationBlocks = Math.max(8, Math.ceil(capacityBlocks / 2));
+    this.generationBlocks = Math.max(8, Math.ceil((capacityBlocks * 2) / 3));
     // Load factor at most 1/2, so a probe sequence stays short.
     let size = 16;
     while (size < this.generationBlocks * 2) size *= 2;

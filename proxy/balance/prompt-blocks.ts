@@ -28,6 +28,18 @@ export function promptBlockHashes(body: unknown): Uint32Array {
   return blockHashes(promptPrefix(body, MAX_PROMPT_CHARS));
 }
 
+/**
+ * Tokens of a chat prompt before its last message (the conversation so far, which a node that
+ * served the previous turn holds), by the same text and estimate; 0 without at least two messages.
+ */
+export function promptHistoryTokens(body: unknown): number {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return 0;
+  const messages = (body as { messages?: unknown }).messages;
+  if (!Array.isArray(messages) || messages.length < 2) return 0;
+  const history = promptPrefix({ ...body, messages: messages.slice(0, -1) }, MAX_PROMPT_CHARS);
+  return Math.floor(history.length / 4);
+}
+
 /** The chained block hashes of `text` (UTF-16 code units, FNV-1a carried across blocks, each finalised). */
 export function blockHashes(text: string): Uint32Array {
   const blocks = Math.floor(text.length / PROMPT_BLOCK_CHARS);

@@ -6,7 +6,7 @@
  */
 import { eligible, NO_NODES, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
 import type { AffinitySource } from '../balance/affinity-key.js';
-import { promptBlockHashes } from '../balance/prompt-blocks.js';
+import { promptBlockHashes, promptHistoryTokens } from '../balance/prompt-blocks.js';
 import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
@@ -114,6 +114,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private promptCount = 0;
   /** The prompt's block hashes, computed on the first `promptBlocks()` call. */
   private blocks: Uint32Array | null = null;
+  /** Tokens of the prompt before its last message; -1 until `historyTokens()` computes it. */
+  private history = -1;
   /** Nodes earlier attempts used (null until a second pick needs it). */
   private tried: UpstreamNode[] | null = null;
   private first: Attempt | null = null;
@@ -195,6 +197,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   promptBlocks(): Uint32Array {
     if (this.blocks === null) this.blocks = promptBlockHashes(this.json());
     return this.blocks;
+  }
+
+  /** Tokens of the prompt before its last message, for cache-aware balancing; computed once. */
+  historyTokens(): number {
+    if (this.history < 0) this.history = promptHistoryTokens(this.json());
+    return this.history;
   }
 
   /** True when the body asks for a streamed answer (`"stream": true`). */

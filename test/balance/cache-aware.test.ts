@@ -113,6 +113,22 @@ describe('cache-aware policy', () => {
     assert.ok(homes.size >= 3);
   });
 
+  it('brings a conversation its index knows nothing of back to its home, credited with its history', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const turn = (): TestRequest & { promptBlocks(): Uint32Array; historyTokens(): number } => ({
+      ...chat(words('a late turn of a long conversation ', 40), 'conversation-7'), // 2,560 tokens
+      historyTokens: () => 2000,
+    });
+    const home = pick(new CacheAwarePolicy(ms, {}), turn())!;
+    const fresh = turn();
+    assert.equal(pick(new CacheAwarePolicy(ms, {}), fresh), home, 'another instance, another index');
+    assert.equal(fresh.cachedTokens, 2000);
+    // Home: 0.1 × (2,500 + 560 + 128) > elsewhere 0.1 × (2,560 + 128): the wait outweighs the credit.
+    chargePrefill(home, 2500, 0);
+    assert.notEqual(pick(new CacheAwarePolicy(ms, {}), turn()), home);
+  });
+
   it('counts a cached prefix for less on a node whose scraped KV cache is nearly full', () => {
     const ms = fleet.members(1, 1);
     rate(ms);

@@ -54,7 +54,7 @@ describe('PrefixIndex', () => {
   });
 
   it('forgets the oldest blocks past its capacity and keeps the ones still used', () => {
-    const ix = new PrefixIndex(64); // generations of 32 blocks
+    const ix = new PrefixIndex(48); // generations of 32 blocks
     const old = blockHashes(text('old ', PROMPT_BLOCK_CHARS * 20));
     const kept = blockHashes(text('kept ', PROMPT_BLOCK_CHARS * 10));
     ix.record(old);
@@ -71,7 +71,7 @@ describe('PrefixIndex', () => {
   it('has a fixed memory size, whatever it is fed', () => {
     const ix = new PrefixIndex(6250);
     const before = ix.memoryBytes;
-    assert.equal(before, 2 * 8192 * 4);
+    assert.equal(before, 2 * 16384 * 4); // generations of 4,167 blocks, tables at most half full
     for (let i = 0; i < 200; i++) ix.record(blockHashes(text(`prompt ${i} `, PROMPT_BLOCK_CHARS * 50)));
     assert.equal(ix.memoryBytes, before);
     assert.ok(ix.size <= 2 * ix.generationBlocks);
