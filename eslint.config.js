@@ -2,7 +2,8 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'bin/**', 'eslint.config.js'] },
+  // examples/ holds plain-JS modules written outside the TypeScript project (third-party plugins).
+  { ignores: ['dist/**', 'node_modules/**', 'bin/**', 'eslint.config.js', 'examples/**'] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },

@@ -5,6 +5,8 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { loadPlugins, type LoadedPlugin } from '../proxy/plugin/plugin-loader.js';
 import { formatConfigPath, type ConfigIssue, type LocatedIssue } from './config-issue.js';
 import { normalizeConfig } from './normalize.js';
 import { mapSchemaErrors } from './schema-errors.js';
@@ -23,11 +25,13 @@ export interface ConfigError extends LocatedIssue {
 }
 
 /**
- * The outcome of loading: a valid, defaults-applied config with the sha256 (hex) of the file text,
- * or the errors, sorted by position (never empty).
+ * The outcome of loading: a valid, defaults-applied config with the sha256 (hex) of the file text
+ * (and, from `loadConfigFile`, its plugins loaded with their options checked), or the errors,
+ * sorted by position (never empty).
  */
 export type LoadResult =
-  { ok: true; config: SluiceConfig; digest: string } | { ok: false; errors: ConfigError[] };
+  | { ok: true; config: SluiceConfig; digest: string; plugins?: LoadedPlugin[] }
+  | { ok: false; errors: ConfigError[] };
 
 function byPosition(a: LocatedIssue, b: LocatedIssue): number {
   return a.line - b.line || a.col - b.col;
@@ -47,7 +51,15 @@ function locate(source: YamlSource, file: string, issue: ConfigIssue): ConfigErr
  * if (!result.ok) for (const e of result.errors) console.error(formatConfigError(e));
  */
 export function parseConfig(text: string, file: string): LoadResult {
+  return parseWithSource(text, file).result;
+}
+
+function parseWithSource(text: string, file: string): { result: LoadResult; source: YamlSource } {
   const parsed = parseYaml(text);
+  return { result: parseParsed(parsed, text, file), source: parsed.source };
+}
+
+function parseParsed(parsed: ReturnType<typeof parseYaml>, text: string, file: string): LoadResult {
   if (parsed.errors.length > 0) {
     return { ok: false, errors: parsed.errors.map((issue) => ({ file, ...issue })).sort(byPosition) };
   }
@@ -69,8 +81,10 @@ export function parseConfig(text: string, file: string): LoadResult {
 }
 
 /**
- * Reads `file` (UTF-8) and parses it with {@link parseConfig}. A missing or unreadable file is
- * reported as one error at 1:1 carrying the operating system's reason; never rejects.
+ * Reads `file` (UTF-8), parses it with {@link parseConfig}, then loads the plugins it names
+ * (module paths relative to the file) and checks their options against their own schemas. A missing
+ * or unreadable file is reported as one error at 1:1 carrying the operating system's reason; never
+ * rejects.
  */
 export async function loadConfigFile(file: string): Promise<LoadResult> {
   let text: string;
@@ -83,7 +97,13 @@ export async function loadConfigFile(file: string): Promise<LoadResult> {
       errors: [{ file, line: 1, col: 1, path: '', message: `cannot read the config file: ${reason}` }],
     };
   }
-  return parseConfig(text, file);
+  const { result, source } = parseWithSource(text, file);
+  if (!result.ok) return result;
+  const loaded = await loadPlugins(result.config.plugins, dirname(resolve(file)));
+  if (loaded.issues.length > 0) {
+    return { ok: false, errors: loaded.issues.map((issue) => locate(source, file, issue)).sort(byPosition) };
+  }
+  return { ...result, plugins: loaded.plugins };
 }
 
 /**

@@ -276,6 +276,36 @@ function checkNodes(data: Json, issues: ConfigIssue[]): void {
   }
 }
 
+/**
+ * An explicit `connections_per_node` below a pool's in-flight limit would park requests inside the
+ * connection pool, where no admission queue, deadline or metric sees them.
+ */
+function checkConnections(data: Json, issues: ConfigIssue[]): void {
+  for (const [index, pool] of entries(data['pools'])) {
+    const connections = pool['connections_per_node'];
+    if (typeof connections !== 'number') continue;
+    const admission = pool['admission'];
+    const limits: [string, unknown][] = [
+      [
+        'admission.max_in_flight_per_node',
+        isRecord(admission) ? admission['max_in_flight_per_node'] : undefined,
+      ],
+      ['max_in_flight_per_node', pool['max_in_flight_per_node']],
+    ];
+    for (const [name, limit] of limits) {
+      if (typeof limit !== 'number' || limit <= connections) continue;
+      issues.push({
+        path: ['pools', index, 'connections_per_node'],
+        anchor: 'value',
+        message:
+          `${connections} connections per node are fewer than ${name} (${limit}): requests beyond ${connections} ` +
+          'would wait inside the connection pool, unseen by admission, deadlines and metrics; raise it to ' +
+          `at least ${limit} or remove it (it then follows the in-flight limit)`,
+      });
+    }
+  }
+}
+
 function checkRouteMatches(data: Json, issues: ConfigIssue[]): void {
   for (const [index, route] of entries(data['routes'])) {
     const match = route['match'];
@@ -324,6 +354,28 @@ function checkSimulatorPorts(data: Json, used: readonly PortUser[], issues: Conf
   }
 }
 
+/** Plugin instance names a listener or route lists are declared under plugins. */
+function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
+  const names = entries(data['plugins']).flatMap(([, p]) => text(p, 'name') ?? []);
+  for (const section of ['listeners', 'routes']) {
+    for (const [index, entry] of entries(data[section])) {
+      const list = entry['plugins'];
+      if (!Array.isArray(list)) continue;
+      list.forEach((name: unknown, i) => {
+        if (typeof name !== 'string' || names.includes(name)) return;
+        const closest = suggestClosest(name, names);
+        const suggestion = closest === undefined ? '' : ` (did you mean ${JSON.stringify(closest)}?)`;
+        issues.push({
+          path: [section, index, 'plugins', i],
+          anchor: 'value',
+          message: `unknown plugin instance ${JSON.stringify(name)}${suggestion}; declared under plugins: ${names.join(', ') || '(none)'}`,
+        });
+      });
+    }
+  }
+  checkRedisStore(data['plugin_store'], ['plugin_store'], issues);
+}
+
 /**
  * Runs every cross-field rule over the defaults-applied data and returns the problems found, each
  * pointing at the value (or key) to change; an empty list means the rules hold.
@@ -335,12 +387,15 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkUniqueNames(data, 'pools', 'pool', issues);
   checkUniqueNames(data, 'routes', 'route', issues);
   checkUniqueNames(data, 'tenants', 'tenant', issues);
+  checkUniqueNames(data, 'plugins', 'plugin instance', issues);
+  checkPluginRefs(data, issues);
   checkTenants(data, issues);
   checkBatchApi(data, issues);
   checkRoutePools(data, issues);
   checkAffinity(data, issues);
   const used = checkListenerPorts(data, view, issues);
   checkNodes(data, issues);
+  checkConnections(data, issues);
   checkRouteMatches(data, issues);
   checkSimulatorPorts(data, used, issues);
   return issues;

@@ -16,6 +16,28 @@ export interface ListenerConfig {
   max_body_bytes: number;
   /** Largest request head (request line + headers); larger get 431. Default 16 KiB. */
   max_header_bytes: number;
+  /** Plugin instances applied to every route of this listener, before the route's own. */
+  plugins?: string[];
+  /** Most header fields in a request head; more get 431. Default 100. */
+  max_header_count: number;
+  /** Longest request target (path and query), bytes; longer get 414. Default 8192. */
+  max_url_bytes: number;
+  /**
+   * 0: the uWebSockets.js engine (pipelined requests close the connection). N > 0: Sluice's own
+   * HTTP/1.1 engine, serving pipelined requests in order with at most N unanswered per connection.
+   * Default 0.
+   */
+  pipelining: number;
+  /** Time allowed for a complete request head, ms (own engine; uWS has a fixed ~10 s). Default 10000. */
+  header_timeout_ms: number;
+  /** Time allowed for a complete request body after its head, ms. Default 60000. */
+  body_timeout_ms: number;
+  /** Longest wait for a client that takes no response bytes before the request is aborted, ms. Default 30000. */
+  write_timeout_ms: number;
+  /** Response bytes held per connection for a slow client before the node's stream pauses. Default 65536. */
+  write_buffer_bytes: number;
+  /** Most connections held at once; more are closed when accepted. 0: no limit. Default 0. */
+  max_connections: number;
 }
 
 /** The admin listener: health, readiness, metrics, config and reload. */
@@ -130,8 +152,11 @@ export interface PoolConfig {
   name: string;
   nodes: NodeConfig[];
   balance: BalanceConfig;
-  /** Keep-alive connections per node. Default 128. */
-  connections_per_node: number;
+  /**
+   * Most connections per node, which also caps its requests in flight. Absent: the circuit
+   * breaker's limit, or no cap (see `nodeConnections` in plan.ts).
+   */
+  connections_per_node?: number;
   /** Circuit breaker: most concurrent attempts per node; 0 = no limit. Default 0. */
   max_in_flight_per_node: number;
   timeouts: TimeoutsConfig;
@@ -229,6 +254,8 @@ export interface RouteConfig {
   allow_anonymous: boolean;
   /** Absent: each request is its own upstream call. */
   batching?: BatchingConfig;
+  /** Plugin instances the route runs, in order (after its listener's). */
+  plugins?: string[];
   /**
    * Per-route override of the pool's timeouts (fields merged over the pool's). `connect_ms` is a
    * pool setting only: connections belong to the pool's nodes.
@@ -375,6 +402,35 @@ export interface BatchApiConfig {
   };
 }
 
+/** One plugin instance (`plugins[]`). */
+export interface PluginInstanceConfig {
+  /** Unique instance name; routes and listeners list it. */
+  name: string;
+  /** A first-party plugin's name, or a module path relative to the config file. Default: `name`. */
+  use?: string;
+  /** The plugin's options, validated against its own schema. Default {}. */
+  options: Record<string, unknown>;
+  /** Longest an async hook may take before it counts as failed, ms. Default 1000. */
+  timeout_ms: number;
+  /** Skip a failing hook instead of failing the request. Default false. */
+  fail_open: boolean;
+}
+
+/** Where plugins' key-value stores live. */
+export interface PluginStoreConfig {
+  /** `memory` (this process) or `redis` (shared). Default memory. */
+  store: 'memory' | 'redis';
+  /** memory: most keys held, over all instances. Default 100000. */
+  max_entries: number;
+  redis?: {
+    url: string;
+    key_prefix: string;
+    timeout_ms: number;
+    connect_timeout_ms: number;
+    reconnect_max_delay_ms: number;
+  };
+}
+
 export interface SluiceConfig {
   listeners: ListenerConfig[];
   admin: AdminConfig;
@@ -389,4 +445,7 @@ export interface SluiceConfig {
   rate_limits: RateLimitsConfig;
   /** Absent: the batch endpoints are off (they get 404 like any unrouted path). */
   batch_api?: BatchApiConfig;
+  /** Plugin instances. Default none. */
+  plugins: PluginInstanceConfig[];
+  plugin_store: PluginStoreConfig;
 }

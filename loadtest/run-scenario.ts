@@ -17,6 +17,7 @@ import { startFleet, type FleetHandle } from './env/fleet-handle.js';
 import { freePort } from './env/free-port.js';
 import { metricsProbe, type NodeProbe, type NodeSample } from './env/node-probe.js';
 import { startSluiceChild, type SluiceChild } from './env/sluice-process.js';
+import { parsePromText } from './env/prom-text.js';
 import { LoadtestError, LoadtestErrorCode } from './loadtest-error.js';
 import { buildResult } from './report/build-result.js';
 import type { LoadtestResult } from './report/result.js';
@@ -63,6 +64,8 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
   /** Every Sluice child of the run (`sluice.instances`); `sluice` is the first. */
   const sluices: SluiceChild[] = [];
   let sender: HttpSender | null = null;
+  /** Admin API of every Sluice child, in `sluices` order. */
+  const adminUrls: string[] = [];
   try {
     if (spec.fleet !== null) {
       fleet = await startFleet(spec.fleet);
@@ -72,13 +75,15 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     }
     if (spec.sluice !== null) {
       for (let i = 0; i < spec.sluice.instances; i++) {
+        const adminPort = await freePort();
         const text = expandTemplate(spec.sluice.template, {
           nodeUrls: fleet?.urls ?? [],
           port: await freePort(),
-          adminPort: await freePort(),
+          adminPort,
         });
         const child = await startSluiceChild(text, spec.sluice.listener);
         sluices.push(child);
+        adminUrls.push(`http://127.0.0.1:${adminPort}`);
         log(`sluice: pid ${child.pid ?? '?'} listening on ${child.url}`);
       }
       sluice = sluices[0] ?? null;
@@ -124,6 +129,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     }
     const before: NodeSample[] = (await probe?.sample()) ?? [];
     const cpuBefore = await sluicesCpu(sluices);
+    const pluginsBefore = await pluginSeries(adminUrls);
     const startedAt = new Date();
     const recorder = new Recorder(spec.workload.tenants.length, performance.now());
     const phase = makePhase(durationMs, recorder);
@@ -132,6 +138,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     const wallMs = performance.now() - recorder.phaseStart;
     const after: NodeSample[] = (await probe?.sample()) ?? [];
     const cpuAfter = await sluicesCpu(sluices);
+    const pluginsAfter = await pluginSeries(adminUrls);
     if (recorder.targetRefused()) throw refused(origins);
     const sendingMs = (phase.stoppedAt ?? recorder.phaseStart + durationMs) - recorder.phaseStart;
     return buildResult(recorder, {
@@ -148,6 +155,9 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       nodesAfter: after,
       source: source.stats(),
       stoppedEarly: signal.aborted ? 'interrupted' : null,
+      ...(pluginsAfter === null || pluginsAfter.size === 0
+        ? {}
+        : { pluginMetrics: pluginDelta(pluginsBefore, pluginsAfter) }),
     });
   } finally {
     sender?.abortAll();
@@ -167,6 +177,41 @@ async function sluicesCpu(sluices: readonly SluiceChild[]): Promise<number | nul
     total += cpu;
   }
   return total;
+}
+
+/**
+ * The `sluice_plugin_*` series of the Sluice admin APIs (`name{labels}` → value, summed over the
+ * instances), or null without any or when one is unreadable.
+ */
+async function pluginSeries(adminUrls: readonly string[]): Promise<Map<string, number> | null> {
+  if (adminUrls.length === 0) return null;
+  try {
+    const out = new Map<string, number>();
+    for (const adminUrl of adminUrls) {
+      const text = await (await fetch(`${adminUrl}/metrics`)).text();
+      for (const s of parsePromText(text)) {
+        if (!s.name.startsWith('sluice_plugin_')) continue;
+        const labels = Object.entries(s.labels)
+          .map(([k, v]) => `${k}="${v}"`)
+          .join(',');
+        const key = labels === '' ? s.name : `${s.name}{${labels}}`;
+        out.set(key, (out.get(key) ?? 0) + s.value);
+      }
+    }
+    return out;
+  } catch {
+    return null;
+  }
+}
+
+/** Counters (`_total`) as the difference over the phase; gauges as their last value. */
+function pluginDelta(before: Map<string, number> | null, after: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of after) {
+    const counter = k.split('{')[0]!.endsWith('_total');
+    out[k] = counter ? v - (before?.get(k) ?? 0) : v;
+  }
+  return out;
 }
 
 function refused(origins: string[]): LoadtestError {

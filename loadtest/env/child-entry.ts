@@ -1,9 +1,8 @@
 /**
  * The program the load tester starts as a child process, from the same build as itself: `sim ...`
- * runs simulated nodes, `bare-forwarder ...` the benchmark's baseline proxy, anything else goes to
- * the `sluice` command line (`serve --config FILE`). It is a process entry point, so unlike library
- * code it exits with the command's code; it stops itself (SIGTERM, a clean drain) when the process
- * that started it is gone.
+ * runs simulated nodes, anything else goes to the `sluice` command line (`serve --config FILE`). It
+ * is a process entry point, so unlike library code it exits with the command's code; it stops
+ * itself (SIGTERM, a clean drain) when the process that started it is gone.
  */
 
 import { runSimCli } from '../sim/cli.js';
@@ -22,9 +21,6 @@ const [command, ...rest] = process.argv.slice(2);
 let code: number;
 if (command === 'sim') {
   code = await runSimCli(rest);
-} else if (command === 'bare-forwarder') {
-  const { runBareForwarder } = await import('../bench/bare-forwarder.js');
-  code = await runBareForwarder(rest);
 } else {
   const { main } = await import('../../proxy/cli/main.js');
   code = await main(process.argv.slice(2));

@@ -19,6 +19,8 @@ export interface FleetHandle {
   /** Base URLs in node order. */
   urls: string[];
   probe: NodeProbe;
+  /** Process id of the `sluice sim` child; undefined when the nodes run in this process. */
+  pid?: number;
   /** Stops the nodes. */
   close(): Promise<void>;
 }
@@ -65,7 +67,7 @@ async function startChildFleet(spec: FleetSpec, timeoutMs: number): Promise<Flee
     await stopChild(child);
     await rm(dir, { recursive: true, force: true });
   };
-  return { urls, probe: metricsProbe(urls, spec.profile.max_running), close };
+  return { urls, probe: metricsProbe(urls, spec.profile.max_running), pid: child.process.pid, close };
 }
 
 /** Starts the fleet `spec` describes on free loopback ports. Rejects with `SLUICE_LOADTEST_FLEET_START_FAILED`. */

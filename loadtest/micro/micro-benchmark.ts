@@ -1,8 +1,8 @@
 /**
  * The shape of a micro-benchmark of one hot function (route match, a balancing pick, a limiter
  * take, an HDR record, head capture). Files named `*.bench.ts` under `loadtest/micro/` export
- * `benchmarks: MicroBenchmark[]`; the micro-benchmark runner finds them, times the operation call
- * by call after a warm-up, and reports per-call percentiles and allocations.
+ * `benchmarks: MicroBenchmark[]`; `npm run micro` (micro-main.ts) finds them, times the operation
+ * call by call after a warm-up, and reports per-call percentiles and heap allocation per call.
  */
 
 export interface MicroBenchmark {

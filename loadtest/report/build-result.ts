@@ -38,6 +38,8 @@ export interface RunFacts {
   nodesAfter: NodeSample[];
   source: SourceStats;
   stoppedEarly: string | null;
+  /** The Sluice child's plugin counters over the phase, when it had any. */
+  pluginMetrics?: Record<string, number>;
 }
 
 /** p50/p90/p99/p99.9/max and mean of `h` in ms (HdrHistogram values: the highest value equivalent to the percentile's bucket). */
@@ -180,5 +182,6 @@ export function buildResult(rec: Recorder, facts: RunFacts): LoadtestResult {
     })),
     histograms: { e2e: encodeIntoCompressedBase64(rec.e2e), ttft: encodeIntoCompressedBase64(rec.ttft) },
     stopped_early: facts.stoppedEarly,
+    ...(facts.pluginMetrics === undefined ? {} : { plugin_metrics: facts.pluginMetrics }),
   };
 }

@@ -43,6 +43,20 @@ function counts(record: Record<string, number>): string {
   return parts.length === 0 ? 'none' : parts.join('  ');
 }
 
+/** The plugin series over the phase, and the response cache's hit rate when one ran. */
+function pluginLines(m: Record<string, number>): string[] {
+  const out = ['plugins (over the measured phase):'];
+  for (const [k, v] of Object.entries(m)) out.push(`  ${k} ${fmtNum(v)}`);
+  let hits = 0;
+  let misses = 0;
+  for (const [k, v] of Object.entries(m)) {
+    if (k.startsWith('sluice_plugin_response_cache_hits_total')) hits += v;
+    if (k.startsWith('sluice_plugin_response_cache_misses_total')) misses += v;
+  }
+  if (hits + misses > 0) out.push(`  response cache hit rate: ${fmtPct(hits / (hits + misses))}`);
+  return out;
+}
+
 function headline(r: LoadtestResult): string {
   const load =
     r.load.mode === 'open'
@@ -78,6 +92,7 @@ export function renderReport(r: LoadtestResult): string[] {
   if (l.error_e2e !== undefined && l.error_e2e.count > 0) rows.push(latencyRow('error answers', l.error_e2e));
   out.push(...textTable(rows), '');
   out.push(`statuses: ${counts(r.statuses)}`, `errors:   ${counts(r.errors)}`, '');
+  if (r.plugin_metrics !== undefined) out.push(...pluginLines(r.plugin_metrics), '');
   out.push(...groupTable('tenant', r.tenants), '');
   if (r.kinds.length > 1) out.push(...groupTable('kind', r.kinds), '');
   if (r.nodes.length > 0) {

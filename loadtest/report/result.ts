@@ -136,4 +136,9 @@ export interface LoadtestResult {
   histograms: { e2e: string; ttft: string };
   /** Why sending stopped before the scenario's limits (`interrupted`, `target refused connections`), or null. */
   stopped_early: string | null;
+  /**
+   * The Sluice child's `sluice_plugin_*` counters over the measured phase (after minus before), by
+   * series (`name{labels}`); absent without a Sluice child or when it exports none.
+   */
+  plugin_metrics?: Record<string, number>;
 }

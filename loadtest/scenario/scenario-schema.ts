@@ -329,6 +329,27 @@ export const SCENARIO_SCHEMA: Record<string, unknown> = {
                   key: { type: 'string', minLength: 1 },
                 },
               },
+              repeat: {
+                description:
+                  'chat: single-turn temperature-0 requests drawn from a fixed set of distinct prompts with Zipf popularity (the most popular first), so identical requests recur (a cache workload). Each prompt keeps its user text and max_tokens.',
+                type: 'object',
+                additionalProperties: false,
+                required: ['distinct'],
+                properties: {
+                  distinct: {
+                    description: 'Number of distinct prompts.',
+                    type: 'integer',
+                    minimum: 1,
+                    maximum: 10000000,
+                  },
+                  zipf: {
+                    description: 'Zipf exponent of prompt popularity (0 = uniform). Default 1.',
+                    type: 'number',
+                    minimum: 0,
+                    maximum: 5,
+                  },
+                },
+              },
               burst: {
                 description:
                   'Open loop: requests sent together per arrival (chat: each a turn of its own session, e.g. a burst of new conversations). Default 1.',

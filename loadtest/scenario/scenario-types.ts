@@ -81,6 +81,10 @@ export interface ChatMix {
   /** Share of requests carrying the one hot key (0 = none) and that key. */
   hotShare: number;
   hotKey: string;
+  /** Distinct prompts single-turn temperature-0 requests are drawn from (0 = off: every prompt new). */
+  repeatDistinct: number;
+  /** Zipf exponent of their popularity. */
+  repeatZipf: number;
 }
 
 /** Single-input embedding requests. */

@@ -18,6 +18,7 @@ const CHAT_KEYS = [
   'user_tokens',
   'output_tokens',
   'hot_key',
+  'repeat',
 ];
 const EMBEDDING_KEYS = ['input_tokens', 'items'];
 
@@ -105,6 +106,7 @@ function resolveMixEntry(m: Obj, at: ConfigPath, issues: ConfigIssue[]): MixEntr
     };
   }
   const hot = (m['hot_key'] ?? {}) as Obj;
+  const repeat = (m['repeat'] ?? {}) as Obj;
   return {
     kind,
     weight,
@@ -123,6 +125,8 @@ function resolveMixEntry(m: Obj, at: ConfigPath, issues: ConfigIssue[]): MixEntr
     ),
     hotShare: num(hot, 'share', 0),
     hotKey: str(hot, 'key') ?? WORKLOAD_DEFAULTS.hotKey,
+    repeatDistinct: num(repeat, 'distinct', 0),
+    repeatZipf: num(repeat, 'zipf', 1),
   };
 }
 

@@ -43,6 +43,8 @@ export interface SimNodeStats extends EngineStats {
   injectedDrops: number;
   /** Requests whose client went away first. */
   clientAborts: number;
+  /** HTTP requests received, on any path (what a proxy in front let through). */
+  received: number;
 }
 
 const INFERENCE_PATHS: Record<string, InferenceEndpoint> = {
@@ -64,6 +66,8 @@ export class SimNode {
   private readonly host: InferenceHost;
   private readonly sockets = new Set<Socket>();
   private closing: Promise<void> | null = null;
+  /** HTTP requests received, on any path. */
+  private received = 0;
 
   /** Use `startSimNode`. */
   constructor(
@@ -89,6 +93,7 @@ export class SimNode {
       socket.once('close', () => this.sockets.delete(socket));
     });
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      this.received++;
       this.handle(req, res).catch((err: unknown) => this.internalError(res, err));
     });
   }
@@ -116,6 +121,7 @@ export class SimNode {
       injectedErrors: c.injectedErrors,
       injectedDrops: c.injectedDrops,
       clientAborts: c.clientAborts,
+      received: this.received,
     };
   }
 

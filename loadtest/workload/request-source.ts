@@ -57,6 +57,9 @@ export class RequestSource {
   private readonly kinds: WeightedPicker;
   private readonly pools = new Map<string, SessionPool>();
   private readonly systemPrompts = new Map<string, string>();
+  /** Repeated prompts' bodies, by mix index and prompt index, built on first use. */
+  private readonly repeated = new Map<string, string>();
+  private readonly repeatPickers = new Map<number, WeightedPicker>();
   private sessionsStarted = 0;
 
   /**
@@ -169,7 +172,52 @@ export class RequestSource {
     return JSON.stringify(body);
   }
 
+  /**
+   * A request of a `repeat` mix: prompt i (Zipf-popular, i = 0 the most) with its own user text and
+   * max_tokens, both drawn once from a generator seeded by the prompt, so every run sends the same
+   * bodies in the same order.
+   */
+  private repeatedChat(mix: ChatMix, mixIndex: number, tenant: number): PlannedRequest {
+    let picker = this.repeatPickers.get(mixIndex);
+    if (picker === undefined) {
+      const weights = Array.from({ length: mix.repeatDistinct }, (_, i) => 1 / (i + 1) ** mix.repeatZipf);
+      picker = new WeightedPicker(weights);
+      this.repeatPickers.set(mixIndex, picker);
+    }
+    const i = picker.pick(this.sessionRng);
+    const id = `${mixIndex}/${i}`;
+    let body = this.repeated.get(id);
+    if (body === undefined) {
+      const rng = SeededRandom.fromText(`${this.seed}/repeat/${id}`);
+      const userTokens = Math.min(sampleLength(mix.userTokens, rng), Math.floor(this.maxModelLen / 4));
+      const user = `${i}: ${fillerText(userTokens, rng)}`;
+      const maxTokens = Math.max(
+        1,
+        Math.min(sampleLength(mix.outputTokens, rng), this.maxModelLen - userTokens - 16),
+      );
+      const b: Record<string, unknown> = {
+        model: this.workload.model,
+        messages: [{ role: 'user', content: user }],
+        max_tokens: maxTokens,
+        temperature: 0,
+      };
+      if (mix.stream) b['stream'] = true;
+      body = JSON.stringify(b);
+      this.repeated.set(id, body);
+    }
+    return {
+      kind: RequestKind.chat,
+      tenant,
+      path: '/v1/chat/completions',
+      headers: this.headers(tenant, null),
+      body,
+      stream: mix.stream,
+      session: null,
+    };
+  }
+
   private chat(mix: ChatMix, mixIndex: number, tenant: number): PlannedRequest {
+    if (mix.repeatDistinct > 0) return this.repeatedChat(mix, mixIndex, tenant);
     const userTokens = Math.min(
       sampleLength(mix.userTokens, this.lengthRng),
       Math.floor(this.maxModelLen / 4),

@@ -71,6 +71,11 @@ export interface BalancePolicy {
   /** The policy kind as written in YAML (`round-robin`, `least-request`, ...). */
   readonly kind: string;
   /**
+   * True when `pick` weighs work in tokens (`req.cost`, `node.inFlightCost`). Only then does the
+   * session estimate a request's tokens (which parses its JSON body) and count them on the node.
+   */
+  readonly weighsCost: boolean;
+  /**
    * Chooses the node for the next attempt among eligible members not in `tried` (the nodes earlier
    * attempts of this request used). Returns null when no such member exists (the caller then
    * answers 503 or tries a fallback pool). Must not allocate on the common path.

@@ -18,7 +18,6 @@ import { ExpectedTtft } from './expected-ttft.js';
 import { MemberTable, candidateWeight } from './member-table.js';
 import { PrefixIndex } from './prefix-index.js';
 import { PROMPT_BLOCK_TOKENS } from './prompt-blocks.js';
-import { stableHash32 } from './stable-hash.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
 /** Default prefix-cache capacity assumed per node, tokens (vLLM's KV pool for an 8B model on one 80 GB GPU). */
@@ -41,6 +40,7 @@ const NO_BLOCKS = new Uint32Array(0);
 /** Cache-aware over a fixed member list. */
 export class CacheAwarePolicy implements BalancePolicy {
   readonly kind = 'cache-aware';
+  readonly weighsCost = true;
   readonly scoresPrefill = true;
   private readonly table: MemberTable;
   private readonly expected: ExpectedTtft;
@@ -202,7 +202,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     // HOT
     if (key === null) return -1;
     const ring = this.ring;
-    const start = ring.locate(stableHash32(key));
+    const start = ring.locate(key);
     if (start < 0) return -1;
     // A down or tried home passes its keys to the next candidate on the ring, as consistent-hash does.
     const owners = ring.owners;

@@ -9,7 +9,6 @@ import { AffinityOutcome, eligible } from './balance-policy.js';
 import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
 import { LeastRequestPolicy, type LeastRequestOptions } from './least-request.js';
 import { MemberTable, candidateWeight } from './member-table.js';
-import { stableHash32 } from './stable-hash.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
 /** Default bounded-load factor: no node takes a request while above 1.25 × its fair share. */
@@ -28,6 +27,7 @@ export type ConsistentHashOptions = LeastRequestOptions;
 /** Consistent hashing with bounded load over a fixed member list. */
 export class ConsistentHashPolicy implements BalancePolicy {
   readonly kind = 'consistent-hash';
+  readonly weighsCost = true;
   private readonly table: MemberTable;
   private readonly ring: HashRing;
   /** Bounded-load factor (unitless, >= 0; Infinity turns the bound off). */
@@ -107,7 +107,7 @@ export class ConsistentHashPolicy implements BalancePolicy {
 
     const ring = this.ring;
     const owners = ring.owners;
-    const start = ring.locate(stableHash32(key));
+    const start = ring.locate(key);
     const home = owners[start]!;
     const visited = this.visited;
     if (this.stamp === 0xffffffff) {

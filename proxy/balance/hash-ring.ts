@@ -1,41 +1,80 @@
 /**
- * The consistent-hash ring: sorted 32-bit control points, each owned by a member slot, with the
- * points of a node derived only from its id (never from random numbers or list order), so every
- * process that is given the same nodes and weights builds the same ring.
+ * The consistent-hash ring: control points on `[0, RING_RANGE)`, each owned by a member slot, held
+ * by the `consistent-hash` package, which hashes keys onto the ring and finds a key's point. Point
+ * positions come only from node ids (never random numbers or list order), so every process given
+ * the same nodes and weights builds the same ring. The sorted arrays beside the package's ring are
+ * the order the bounded-load walk follows. Keys are placed with our own stable hash (see
+ * `StableKeyRing`).
  */
-import { stableHash32 } from './stable-hash.js';
+import ConsistentHash from 'consistent-hash';
+import { stableHash26, stableHash32 } from './stable-hash.js';
 
 /** Default control points per unit of weight. */
 export const DEFAULT_POINTS_PER_WEIGHT = 100;
-/** Largest ring accepted (points); beyond this a config asks for far more memory than it needs. */
-export const MAX_RING_POINTS = 1 << 22;
 
 /**
- * Control points on the 32-bit circle. A key hashes to a position and belongs to the first point at
- * or after it, wrapping past 2^32 - 1 to point 0:
+ * Size of the ring: positions are integers below it (2^31 - 1, a prime; the package keeps positions
+ * as object keys and small integers, and takes key hashes modulo the range).
+ */
+export const RING_RANGE = 0x7fffffff;
+
+/**
+ * Largest ring accepted (points). The package keeps a few objects per point (about 170 bytes in
+ * all, measured), so this cap is about 45 MB and a second or two of plan compile; an even spread
+ * needs a few hundred points per node, i.e. this allows over 2,000 nodes at the default 100.
+ */
+export const MAX_RING_POINTS = 1 << 18;
+
+/**
+ * The package places a key at `(hash(key) << 5) mod range` with a 24-bit PJW hash of its own, which
+ * keeps keys that differ only in their last characters (`session-41`, `session-42`) within a few
+ * positions of each other, so a run of such keys lands on one node. Keys are hashed here with
+ * `stableHash32` instead (every input bit reaches every output bit), cut to 26 bits so that the
+ * package's `<< 5` stays a positive 31-bit integer.
+ */
+class StableKeyRing extends ConsistentHash<number> {
+  protected override _hash(key: string): number {
+    // HOT
+    return stableHash26(key);
+  }
+}
+
+/** Where `key` lands on the ring (what the package computes from `StableKeyRing`'s hash). */
+export function keyPosition(key: string): number {
+  return (stableHash26(key) << 5) % RING_RANGE;
+}
+
+/**
+ * Control points on the ring. A key hashes to a position and belongs to the first point at or
+ * after it, wrapping past the end to point 0:
  *
  * ```
- *   0                                                            2^32 - 1
+ *   0                                                        RING_RANGE - 1
  *   |---a0-----c0------b0--------a1----h-----c1---------b1---------|
  *                                      |     ^
- *                          key hash ───┘     └── home = owner of the first point >= h (c1 → node C)
+ *                  keyPosition(key) ───┘     └── home = owner of the first point >= h (c1 → node C)
  *   walk for bounded load: c1 (C), b1 (B), then wrap: a0 (A), ... skipping nodes already seen
  *
  *   positions: Uint32Array [a0, c0, b0, a1, c1, b1]   (sorted ascending)
  *   owners:    Uint32Array [ 0,  2,  1,  0,  2,  1]   (member slot of each point)
+ *   package:   point i added as node i at positions[i]; get(key) returns i
  * ```
  *
- * Node `id`'s point `j` sits at `stableHash32(id + '#' + j)`, for `j < round(weight ×
- * pointsPerWeight)` (at least 1). Raising a weight adds points and keeps the old ones; removing a
- * node removes only its points, so only its keys move.
+ * Node `id`'s point `j` sits at `stableHash32(id + '#' + j) mod RING_RANGE`, for
+ * `j < round(weight × pointsPerWeight)` (at least 1). Raising a weight adds points and keeps the old
+ * ones; removing a node removes only its points, so only its keys move. Two points at one position
+ * (rare) keep the one of the node whose id sorts first (code units), whatever the config order: the
+ * other node has one point fewer, and adding or removing either moves only its own keys.
  */
 export class HashRing {
-  /** Point positions, ascending (unsigned 32-bit hash values). */
+  /** Point positions, ascending, distinct (integers below RING_RANGE). */
   readonly positions: Uint32Array;
   /** Member slot owning each point (same index as `positions`). */
   readonly owners: Uint32Array;
   /** Number of points. */
   readonly size: number;
+  /** The package's ring: point `i` is its node `i`, so a lookup yields the index into `positions`. */
+  private readonly ring: StableKeyRing;
 
   /**
    * Builds the ring for member slots `0..ids.length-1` with the given weights (> 0). Throws a
@@ -49,34 +88,30 @@ export class HashRing {
         `consistent-hash ring would have ${total} points (max ${MAX_RING_POINTS}); lower pointsPerWeight or the weights`,
       );
     }
-    const entries: { position: number; id: string; point: number; slot: number }[] = [];
-    ids.forEach((id, slot) => {
+    // Nodes in id order, so a shared position goes to the same node whatever the config order.
+    const slots = ids.map((_, slot) => slot).sort((a, b) => compareIds(ids[a]!, ids[b]!) || a - b);
+    const owner = new Map<number, number>();
+    for (const slot of slots) {
       for (let point = 0; point < counts[slot]!; point++) {
-        entries.push({ position: stableHash32(`${id}#${point}`), id, point, slot });
+        const position = stableHash32(`${ids[slot]!}#${point}`) % RING_RANGE;
+        if (!owner.has(position)) owner.set(position, slot);
       }
-    });
-    // Equal positions (rare) are ordered by node id and point index, never by list order, so the
-    // member order in the config cannot change which node owns a key.
-    entries.sort((a, b) => a.position - b.position || compareIds(a.id, b.id) || a.point - b.point);
-    this.size = entries.length;
-    this.positions = Uint32Array.from(entries, (e) => e.position);
-    this.owners = Uint32Array.from(entries, (e) => e.slot);
+    }
+    const sorted = [...owner.keys()].sort((a, b) => a - b);
+    this.size = sorted.length;
+    this.positions = Uint32Array.from(sorted);
+    this.owners = Uint32Array.from(sorted, (p) => owner.get(p)!);
+    this.ring = new StableKeyRing({ range: RING_RANGE });
+    for (let i = 0; i < this.size; i++) this.ring.add(i, 1, [this.positions[i]!]);
+    // The package sorts its points on the first lookup: do it now, not on the first request.
+    if (this.size > 0) this.ring.get('');
   }
 
-  /** Index of the first point at or after `hash` (wrapping to 0), or -1 for an empty ring. */
-  locate(hash: number): number {
+  /** Index (into `positions`) of the point `key` belongs to, or -1 for an empty ring. */
+  locate(key: string): number {
     // HOT
-    const positions = this.positions;
-    const n = this.size;
-    if (n === 0) return -1;
-    let lo = 0;
-    let hi = n;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (positions[mid]! < hash) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo === n ? 0 : lo;
+    const i = this.ring.get(key);
+    return i === null ? -1 : i;
   }
 }
 

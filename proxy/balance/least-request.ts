@@ -17,6 +17,7 @@ export interface LeastRequestOptions extends BalanceOptions {
 /** P2C over a fixed member list; reads `inFlight`/`inFlightCost` live from the nodes. */
 export class LeastRequestPolicy implements BalancePolicy {
   readonly kind = 'least-request';
+  readonly weighsCost = true;
   private readonly table: MemberTable;
   /** Scratch: effective weight per slot for the pick in progress (0 = not a candidate). */
   private readonly candidate: Float64Array;

@@ -13,6 +13,7 @@ import type { UpstreamNode } from '../upstream/upstream-node.js';
 /** Least-response-time over a fixed member list. */
 export class LeastResponseTimePolicy implements BalancePolicy {
   readonly kind = 'least-response-time';
+  readonly weighsCost = true;
   readonly scoresPrefill = true;
   private readonly table: MemberTable;
   private readonly expected: ExpectedTtft;

@@ -10,6 +10,7 @@ import type { UpstreamNode } from '../upstream/upstream-node.js';
 /** Smooth weighted round-robin over a fixed member list (nginx's algorithm). */
 export class RoundRobinPolicy implements BalancePolicy {
   readonly kind = 'round-robin';
+  readonly weighsCost = false;
   private readonly table: MemberTable;
   /**
    * Running score per member: grows by its effective weight on each pick it takes part in, drops

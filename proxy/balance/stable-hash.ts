@@ -20,8 +20,17 @@ function fnvByte(h: number, byte: number): number {
  * published FNV-1a test vectors (`fnv1a32('a') === 0xe40c292c`).
  */
 export function fnv1a32(s: string): number {
+  return fnv1a(s) >>> 0;
+}
+
+/**
+ * The FNV-1a state after `s` as a signed 32-bit integer. The hashes are computed in signed form and
+ * made unsigned only at the end: a function that returns an unsigned value of 2^31 or more boxes it
+ * (a heap allocation) whenever the optimiser does not inline it.
+ */
+function fnv1a(s: string): number {
   // HOT
-  let h = FNV_OFFSET;
+  let h = FNV_OFFSET | 0;
   const n = s.length;
   for (let i = 0; i < n; i++) {
     let c = s.charCodeAt(i);
@@ -51,7 +60,7 @@ export function fnv1a32(s: string): number {
     h = fnvByte(h, 0x80 | ((c >> 6) & 0x3f));
     h = fnvByte(h, 0x80 | (c & 0x3f));
   }
-  return h >>> 0;
+  return h;
 }
 
 /**
@@ -60,13 +69,17 @@ export function fnv1a32(s: string): number {
  * ring positions are compared on all 32 bits, so they go through this first.
  */
 export function mix32(h: number): number {
+  return mix(h) >>> 0;
+}
+
+/** `mix32` in signed form (see `fnv1a`). */
+function mix(h: number): number {
   // HOT
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return h ^ (h >>> 16);
 }
 
 /**
@@ -75,7 +88,16 @@ export function mix32(h: number): number {
  */
 export function stableHash32(s: string): number {
   // HOT
-  return mix32(fnv1a32(s));
+  return mix(fnv1a(s)) >>> 0;
+}
+
+/**
+ * The top 26 bits of `stableHash32(s)` (`stableHash32(s) >>> 6`): a small integer, never boxed,
+ * for lookups that must not allocate (the consistent-hash ring's key hash).
+ */
+export function stableHash26(s: string): number {
+  // HOT
+  return mix(fnv1a(s)) >>> 6;
 }
 
 /** `stableHash32(s)` as 8 lowercase hex digits: a short, stable stand-in for a long string. */

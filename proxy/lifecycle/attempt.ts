@@ -1,22 +1,22 @@
 /**
  * One upstream attempt of a request: the undici dispatch handler for a single node. It holds what
- * differs between a request's attempts (node, controller, timing, whether it is a hedge or a
- * discarded retryable answer) and hands every event to its Session, which decides.
+ * differs between a request's attempts (node, timing, whether it is a hedge or a discarded retryable
+ * answer) and hands every event to its Session, which decides. It implements undici's handler
+ * callbacks in their raw form (`onConnect`, `onHeaders` with the raw header list, `onData`,
+ * `onComplete`, `onError`), so undici builds no controller or header object per request, and is its
+ * own flow controller (`pause`, `resume`, `abort`).
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import type { HeldHead } from './held-head.js';
-import { SSE_LINE_START } from './sse-first-event.js';
 import type { Session } from './session.js';
+import { SSE_LINE_START } from './sse-first-event.js';
 
-/** The subset of undici's DispatchController used here. */
+/** Flow control of a response body, as undici's DispatchController offers it (used by mirror.ts). */
 export interface Controller {
   abort(reason: Error): void;
   pause(): void;
   resume(): void;
 }
-
-/** Parsed upstream response headers, as undici gives them. */
-export type UpstreamHeaders = Record<string, string | string[] | undefined>;
 
 export class Attempt {
   readonly session: Session;
@@ -27,7 +27,14 @@ export class Attempt {
   readonly hedge: boolean;
   /** Dispatch time, monotonic ms. */
   readonly startMs: number;
-  controller: Controller | null = null;
+  /** Tokens this attempt adds to its node's `inFlightCost` (0 when the pool does not weigh work). */
+  readonly cost: number;
+  /** undici's abort for this exchange; null until it connected. */
+  private abortExchange: ((reason: Error) => void) | null = null;
+  /** undici's resume for a paused body; null before the head. */
+  private resumeBody: (() => void) | null = null;
+  /** True while the body is paused for backpressure (undici reads no more until resume). */
+  private paused = false;
   /** Set once the session gave up on this attempt (lost a hedge race, client gone). */
   cancelled = false;
   /** The head was a retryable failure: its body is drained and dropped, then the request retries. */
@@ -60,41 +67,77 @@ export class Attempt {
   /** A streamed head not yet forwarded because a hedge may still win (held-head.ts); null otherwise. */
   held: HeldHead | null = null;
 
-  constructor(session: Session, node: UpstreamNode, number: number, hedge: boolean, startMs: number) {
+  constructor(
+    session: Session,
+    node: UpstreamNode,
+    number: number,
+    hedge: boolean,
+    startMs: number,
+    cost: number,
+  ) {
     this.session = session;
     this.node = node;
     this.number = number;
     this.hedge = hedge;
     this.startMs = startMs;
+    this.cost = cost;
   }
 
   /** Aborts the upstream exchange if it is still running. */
   cancel(reason: Error): void {
     if (this.cancelled) return;
     this.cancelled = true;
-    this.controller?.abort(reason);
+    this.abort(reason);
   }
 
-  onRequestStart(controller: Controller): void {
-    this.controller = controller;
-    if (this.cancelled) controller.abort(new Error('attempt cancelled'));
+  /** Aborts the exchange (undici then calls onError unless it already ended). */
+  abort(reason: Error): void {
+    const abort = this.abortExchange;
+    if (abort !== null) {
+      this.abortExchange = null;
+      abort(reason);
+    }
   }
 
-  onResponseStart(_controller: Controller, status: number, headers: UpstreamHeaders): void {
+  /** Stops reading the body until `resume` (the client cannot take more). */
+  pause(): void {
+    this.paused = true;
+  }
+
+  /** Reads the body again after `pause`. */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.resumeBody?.();
+  }
+
+  onConnect(abort: (reason: Error) => void): void {
+    this.abortExchange = abort;
+    if (this.cancelled) this.abort(new Error('attempt cancelled'));
+  }
+
+  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
     // HOT
-    this.session.attemptHead(this, status, headers);
+    // Informational answers (103 Early Hints) are not the response; undici waits for the final one.
+    if (status < 200) return true;
+    this.resumeBody = resume;
+    this.session.attemptHead(this, status, rawHeaders);
+    return !this.paused;
   }
 
-  onResponseData(controller: Controller, chunk: Buffer): void {
+  onData(chunk: Buffer): boolean {
     // HOT
-    this.session.attemptData(this, controller, chunk);
+    this.session.attemptData(this, chunk);
+    return !this.paused;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
+    this.abortExchange = null;
     this.session.attemptEnd(this);
   }
 
-  onResponseError(_controller: Controller, err: Error): void {
+  onError(err: Error): void {
+    this.abortExchange = null;
     this.session.attemptError(this, err);
   }
 }

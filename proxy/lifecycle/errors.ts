@@ -70,6 +70,42 @@ export const Errors = {
     false,
     true,
   ),
+  urlTooLong: kind(
+    'SLUICE_DOWNSTREAM_URL_TOO_LONG',
+    'downstream',
+    414,
+    'invalid_request_error',
+    'request_uri_too_long',
+    false,
+    true,
+  ),
+  httpVersion: kind(
+    'SLUICE_DOWNSTREAM_HTTP_VERSION',
+    'downstream',
+    505,
+    'invalid_request_error',
+    'http_version_not_supported',
+    false,
+    true,
+  ),
+  methodNotSupported: kind(
+    'SLUICE_DOWNSTREAM_METHOD_NOT_SUPPORTED',
+    'downstream',
+    501,
+    'invalid_request_error',
+    'method_not_supported',
+    false,
+    true,
+  ),
+  requestTimeout: kind(
+    'SLUICE_DOWNSTREAM_REQUEST_TIMEOUT',
+    'downstream',
+    408,
+    'invalid_request_error',
+    'request_timeout',
+    false,
+    true,
+  ),
   invalidApiKey: kind(
     'SLUICE_AUTH_INVALID_KEY',
     'downstream',
@@ -133,6 +169,16 @@ export const Errors = {
     'upstream_protocol_error',
   ),
   internal: kind('SLUICE_INTERNAL', 'internal', 500, 'server_error', 'internal_error'),
+  /** A plugin hook threw, rejected or ran past its `timeout_ms` (not `fail_open`). */
+  pluginFailed: kind('SLUICE_PLUGIN_FAILED', 'internal', 500, 'server_error', 'plugin_error'),
+  /** A plugin answered with `reject` (the status is the plugin's; counted under this id). */
+  pluginRejected: kind(
+    'SLUICE_PLUGIN_REJECTED',
+    'downstream',
+    400,
+    'invalid_request_error',
+    'rejected_by_plugin',
+  ),
 } as const;
 
 /** A data-plane failure: a catalogue entry, a human message and the underlying cause. */

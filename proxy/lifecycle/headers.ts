@@ -17,29 +17,94 @@ export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'upgrade',
 ]);
 
+/**
+ * Request headers never forwarded to a node: the hop-by-hop ones, and `proxy-authorization`, the
+ * client's credentials for a proxy (RFC 9110 §11.7.2): Sluice asks for none, and a node must not
+ * see them.
+ */
+export const REQUEST_NOT_FORWARDED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'proxy-authorization']);
+
 /** Response headers never copied from the node to the client. */
 const RESPONSE_SKIP: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'content-length', 'date', 'x-request-id']);
 
 /**
- * Builds the client response headers from the node's parsed headers: drops hop-by-hop and the ones
- * the server writes itself, keeps repeated values (set-cookie), and adds `x-request-id`.
+ * What the session needs from a node's response head, read in one pass over undici's raw header
+ * list. One instance is reused: read it before the next head is parsed.
  */
-export function responseHeaders(
-  headers: Record<string, string | string[] | undefined>,
-  requestId: string,
-): string[] {
+export interface ResponseHead {
+  /** Headers for the client, flat `[name, value, ...]`, lower-case names, `x-request-id` last. */
+  headers: string[];
+  /** `content-type`, or '' when absent. */
+  contentType: string;
+  /** `content-length` as sent, or '' when absent. */
+  contentLength: string;
+  /** `retry-after` as sent, or undefined when absent. */
+  retryAfter: string | undefined;
+}
+
+const head: ResponseHead = { headers: [], contentType: '', contentLength: '', retryAfter: undefined };
+
+/**
+ * Reads a node's raw response head (`[name, value, ...]` as Buffers, names in the node's case):
+ * builds the client's header list without hop-by-hop headers, those named in `Connection`, and the
+ * ones the server writes itself (keeping repeated values such as set-cookie), appends
+ * `x-request-id`, and picks out the few values the session reads. Returns the shared ResponseHead.
+ */
+export function readResponseHead(raw: readonly Buffer[], requestId: string): ResponseHead {
   // HOT
   const out: string[] = [];
-  const named = connectionTokens(headers['connection']);
-  for (const name in headers) {
+  let connection = '';
+  head.contentType = '';
+  head.contentLength = '';
+  head.retryAfter = undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = lowerName(raw[i]!.toString('latin1'));
+    const value = raw[i + 1]!.toString('latin1');
+    switch (name) {
+      case 'content-type':
+        head.contentType = value;
+        break;
+      case 'content-length':
+        head.contentLength = value;
+        continue;
+      case 'retry-after':
+        head.retryAfter = value;
+        break;
+      case 'connection':
+        connection = connection === '' ? value : `${connection}, ${value}`;
+        continue;
+    }
     if (RESPONSE_SKIP.has(name)) continue;
-    if (named !== null && named.has(name)) continue;
-    const v = headers[name];
-    if (typeof v === 'string') out.push(name, v);
-    else if (v !== undefined) for (const x of v) out.push(name, x);
+    out.push(name, value);
+  }
+  if (connection !== '') {
+    const named = connectionTokens(connection);
+    if (named !== null) removeNamed(out, named);
   }
   out.push('x-request-id', requestId);
-  return out;
+  head.headers = out;
+  return head;
+}
+
+/** `name` in lower case, without allocating when it already is (the usual case). */
+function lowerName(name: string): string {
+  // HOT
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 65 && c <= 90) return name.toLowerCase();
+  }
+  return name;
+}
+
+/** Drops every pair whose name is in `names`, in place. */
+export function removeNamed(headers: string[], names: ReadonlySet<string>): void {
+  let w = 0;
+  for (let r = 0; r < headers.length; r += 2) {
+    if (names.has(headers[r]!)) continue;
+    headers[w++] = headers[r]!;
+    headers[w++] = headers[r + 1]!;
+  }
+  headers.length = w;
 }
 
 /**

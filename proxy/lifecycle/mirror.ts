@@ -62,10 +62,11 @@ export class MirrorRequest {
       stats.count(503);
       return;
     }
-    const m = new MirrorRequest(plan, node, stats, src.cost);
+    const cost = pool.policy.weighsCost ? src.cost : 0;
+    const m = new MirrorRequest(plan, node, stats, cost);
     plan.acquire();
     node.inFlight++;
-    node.inFlightCost += src.cost;
+    node.inFlightCost += cost;
     node.attempts++;
     node.dispatch(
       { method: src.method, path: src.url, headers: src.headers, body: src.body, ttfbMs, idleMs },

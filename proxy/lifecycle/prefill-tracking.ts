@@ -56,3 +56,15 @@ export function headSample(att: Attempt, pool: Pool, nowMs: number): void {
   att.prefillTokens = 0;
   pool.state.ttfb?.add(ms);
 }
+
+/**
+ * The policy's estimates for `att` as `x-sluice-route` fields (`; expected_ttft_ms=…; queued_ms=…;
+ * cached_tokens=…`, each only when the policy gave it), or ''.
+ */
+export function estimatesReport(att: Attempt): string {
+  let out = '';
+  if (att.expectedTtftMs >= 0) out += `; expected_ttft_ms=${Math.round(att.expectedTtftMs)}`;
+  if (att.queuedMs >= 0) out += `; queued_ms=${Math.round(att.queuedMs)}`;
+  if (att.cachedTokens >= 0) out += `; cached_tokens=${Math.round(att.cachedTokens)}`;
+  return out;
+}

@@ -13,11 +13,12 @@ import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
 import type { Route } from '../route/route-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
-import { Attempt, type Controller, type UpstreamHeaders } from './attempt.js';
+import { Attempt } from './attempt.js';
 import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
-import { responseHeaders } from './headers.js';
+import { readResponseHead, type ResponseHead } from './headers.js';
+import { HeldHead } from './held-head.js';
 import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
 import { requestDeadline, type AdmissionRejection } from '../admission/admission-ticket.js';
@@ -32,9 +33,16 @@ import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
 import { classifyUpstreamError } from './upstream-errors.js';
 import { SSE_EVENT_FOUND, scanSseForEvent } from './sse-first-event.js';
-import { HeldHead } from './held-head.js';
-import { firstTokenSample, headSample, settleAttemptPrefill, trackPrefill } from './prefill-tracking.js';
+import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
+import {
+  estimatesReport,
+  firstTokenSample,
+  headSample,
+  settleAttemptPrefill,
+  trackPrefill,
+} from './prefill-tracking.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
+import { PluginRun } from '../plugin/plugin-run.js';
 
 /** What a session needs from the server that owns it. */
 export interface SessionHost {
@@ -53,18 +61,18 @@ const NO_NODE_RETRY_AFTER: readonly string[] = retryAfterHeaders(1000);
 const BALANCE_MAX_TOKENS = 256;
 const UNPARSED = Symbol('unparsed');
 
-export class Session implements PickRequest, AffinitySource, GateOwner, BatchItemSink {
+export class Session implements PickRequest, AffinitySource, GateOwner, BatchItemSink, DeadlineEntry {
   readonly host: SessionHost;
   readonly plan: Plan;
   readonly downstream: Downstream;
   /** Request id (client's `x-request-id` when valid, else generated). */
   readonly id: string;
-  /** Method as sent (upper-case for standard methods). */
-  readonly method: string;
+  /** Method as sent (upper-case for standard methods); a plugin's onRequest may change it. */
+  method: string;
   /** Path without query string. */
-  readonly path: string;
+  path: string;
   /** Path with query string, as forwarded. */
-  readonly url: string;
+  url: string;
   /** Lower-case Host without port. */
   readonly hostName: string;
   /** Forwarded request headers, flat `[name, value, ...]`, lower-case names. */
@@ -86,6 +94,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   priorityClass: number | null = null;
   /** Work a local endpoint runs for this request, aborted if the client leaves. */
   local: LocalWork | null = null;
+  /** Index of the listener the request came in on (its plugins apply). */
+  listener = 0;
+  /** The plugin hook runner, on routes and listeners with plugins; else null. */
+  plug: PluginRun | null = null;
   /** The rate-limit decision that admitted the request, when limits apply. */
   private limit: RateLimitDecision | null = null;
   /** The request's place in its pool's admission queue, when the pool has one. */
@@ -126,11 +138,16 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private fallbackIndex = 0;
   private hedged = false;
   private lastError: SluiceError | null = null;
-  private totalTimer: NodeJS.Timeout | null = null;
+  /** The route's total-timeout deadline (see deadline-list.ts): monotonic ms and list links. */
+  deadlineAt = 0;
+  dlPrev: DeadlineEntry | null = null;
+  dlNext: DeadlineEntry | null = null;
+  dlList: DeadlineList | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private hedgeTimer: NodeJS.Timeout | null = null;
   private sse = false;
-  private finished = false;
+  /** True once the request is finished (exactly once). */
+  finished = false;
 
   constructor(
     host: SessionHost,
@@ -195,20 +212,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   /** The prompt's block hashes for cache-aware balancing (see PickRequest), computed once. */
   promptBlocks(): Uint32Array {
-    if (this.blocks === null) this.blocks = promptBlockHashes(this.json());
-    return this.blocks;
+    return (this.blocks ??= promptBlockHashes(this.json()));
   }
 
   /** Tokens of the prompt before its last message, for cache-aware balancing; computed once. */
   historyTokens(): number {
     if (this.history < 0) this.history = promptHistoryTokens(this.json());
     return this.history;
-  }
-
-  /** True when the body asks for a streamed answer (`"stream": true`). */
-  private wantsStream(): boolean {
-    const v = this.json();
-    return typeof v === 'object' && v !== null && (v as { stream?: unknown }).stream === true;
   }
 
   /** Runs the request once its body is complete. */
@@ -219,6 +229,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       endpoints.handle(this);
       return;
     }
+    const pre = this.plan.preRoute;
+    if (pre !== null) {
+      const hooks = pre[this.listener];
+      if (hooks != null && !PluginRun.preRoute(this, hooks)) return;
+    }
+    this.routeRequest();
+  }
+
+  /** Matches the route, then runs the route's plugins' onRequest hooks (if any). */
+  routeRequest(): void {
+    // HOT
     const route = this.plan.routes.match(this);
     if (route === null) {
       const hint = this.body !== null && this.json() === null ? ' (the body is not valid JSON)' : '';
@@ -227,11 +248,24 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     this.route = route;
+    const chains = route.plugins;
+    if (chains !== null) {
+      const chain = chains[this.listener];
+      if (chain != null && !PluginRun.enterRoute(this, chain)) return;
+    }
+    this.authenticate();
+  }
+
+  /** Authenticates the tenant (unless a plugin named it) and checks its rate limits, then admits. */
+  authenticate(): void {
+    // HOT
+    const route = this.route!;
     const tp = this.plan.tenants;
     if (tp.table !== null) {
-      let t = this.internal
-        ? (this.tenantInfo ?? tp.table.authenticate(undefined, true))
-        : tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
+      let t =
+        this.internal || this.tenantInfo !== null
+          ? (this.tenantInfo ?? tp.table.authenticate(undefined, true))
+          : tp.table.authenticate(extractApiKey(this), route.allowAnonymous);
       // A batch item of an anonymous caller reaches only the routes anonymous callers may use.
       if (t !== null && this.internal && t.anonymous && !route.allowAnonymous) t = null;
       if (!this.useTenant(t)) return;
@@ -296,11 +330,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     return true;
   }
 
-  /** Chooses the pool and passes its admission control, then dispatches. */
-  private admit(): void {
+  /** Runs the onRoute hooks, chooses the pool and passes its admission control, then dispatches. */
+  admit(): void {
     // HOT
+    const p = this.plug;
+    if (p !== null && !p.routeDone && !p.routeHooks()) return;
     const route = this.route!;
-    const pool = route.choosePool(this);
+    const pool = p !== null && p.pool_ !== null ? p.pool_ : route.choosePool(this);
     this.usePool(pool);
     const state = pool.state;
     const ctl = state.admission;
@@ -353,8 +389,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const state = this.pool!.state;
     state.retryBudget.deposit();
     state.hedgeBudget?.deposit();
-    const total = route.timeouts.totalMs;
-    if (total > 0) this.totalTimer = setTimeout(onTotalTimeout, total, this);
+    if (route.deadlines !== null) route.deadlines.add(this, nowMs());
     const batcher = route.batcher;
     if (batcher !== null) {
       const body = this.json();
@@ -394,7 +429,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     const route = this.route!;
     const tried = this.attempts === 0 ? NO_NODES : this.triedNodes();
-    this.expectedTtftMs = this.cachedTokens = this.queuedMs = -1;
     let node = this.pool!.pick(this, tried);
     while (node === null && !hedge && this.fallbackIndex < route.fallback.length) {
       this.pool!.state.noNode++;
@@ -417,22 +451,37 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     const now = nowMs();
-    const att = new Attempt(this, node, ++this.attempts, hedge, now);
+    // Tokens are estimated (the JSON body parsed) only for a pool whose policy weighs them.
+    const cost = this.pool!.policy.weighsCost ? this.cost : 0;
+    const att = new Attempt(this, node, ++this.attempts, hedge, now, cost);
     if (this.first === null || this.first.released) this.first = att;
     else this.second = att;
     this.live++;
     if (this.tried !== null) this.tried.push(node);
     node.inFlight++;
-    node.inFlightCost += this.cost;
+    node.inFlightCost += cost;
     node.attempts++;
     trackPrefill(att, this.pool!, this);
-    const t = route.timeouts;
-    node.dispatch(
+    const p = this.plug;
+    if (p !== null && !p.upstreamHooks(att)) return;
+    this.dispatchAttempt(att);
+  }
+
+  /** Sends an attempt to its node (after the onUpstreamRequest hooks, if any). */
+  dispatchAttempt(att: Attempt): void {
+    // HOT
+    if (this.finished) {
+      this.releaseAttempt(att);
+      return;
+    }
+    const t = this.route!.timeouts;
+    const p = this.plug;
+    att.node.dispatch(
       {
         method: this.method,
         path: this.url,
-        headers: this.headers,
-        body: this.body,
+        headers: p === null ? this.headers : p.upstreamHeaders(),
+        body: p === null ? this.body : p.upstreamBody(),
         ttfbMs: t.ttfbMs,
         idleMs: t.idleMs,
       },
@@ -443,7 +492,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // Only the first attempt is hedged, once; retries wait for their own answer.
     const state = this.pool!.state;
     if (this.attempts === 1 && this.hedgeTimer === null && state.hedge !== null) {
-      const delay = state.hedgeDelayMs(this.wantsStream());
+      const body = this.json();
+      const stream =
+        typeof body === 'object' && body !== null && (body as { stream?: unknown }).stream === true;
+      const delay = state.hedgeDelayMs(stream);
       if (delay >= 0) this.hedgeTimer = setTimeout(onHedgeTimer, delay, this);
     }
   }
@@ -459,19 +511,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   /**
    * The hedge delay passed with the first attempt still without a winner: no head yet, or (a
-   * stream) a head but no first event. Sends the hedge when the budget and a node allow; otherwise
-   * a held stream is forwarded at once rather than at its first event.
+   * stream) a head but no first event. When no hedge can be sent, a held stream goes out now.
    */
   onHedgeTimer(): void {
     this.hedgeTimer = null;
-    if (this.finished || this.winner !== null) return;
+    if (this.finished || this.hedged || this.winner !== null || this.live !== 1) return;
     const state = this.pool!.state;
-    if (
-      !this.hedged &&
-      this.live === 1 &&
-      state.hedgeBudget !== null &&
-      state.hedgeBudget.tryWithdraw(nowMs())
-    ) {
+    if (state.hedgeBudget !== null && state.hedgeBudget.tryWithdraw(nowMs())) {
       this.hedged = true;
       const before = this.attempts;
       this.startAttempt(true);
@@ -481,12 +527,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       }
     }
     const a = this.first;
-    if (a !== null && a.held !== null && !a.cancelled && !a.released) this.commitHeld(a);
+    if (a !== null && a.held !== null) this.commitHeld(a);
   }
 
   // ---- attempt events (from Attempt, the undici handler) ----
 
-  attemptHead(att: Attempt, status: number, headers: UpstreamHeaders): void {
+  attemptHead(att: Attempt, status: number, rawHeaders: Buffer[]): void {
     // HOT
     if (this.finished || att.cancelled) return;
     const now = nowMs();
@@ -494,6 +540,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const ttfb = now - att.startMs;
     const pool = this.pool!;
     const state = pool.state;
+    const head = readResponseHead(rawHeaders, this.id);
     const bit = retryBitForStatus(status);
     // A busy node's 429 is not a sign of a broken node; 5xx is.
     if (status >= 500) state.health?.recordFailure(att.node, statusReason(status));
@@ -504,67 +551,73 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.discard = true;
       att.retryBit = bit;
       att.retryPlanned = this.live === 1;
-      att.retryAfterMs = retryAfterMs(headers['retry-after'], this.route!.retries.maxRetryAfterMs);
+      att.retryAfterMs = retryAfterMs(head.retryAfter, this.route!.retries.maxRetryAfterMs);
       this.lastError = new SluiceError(Errors.upstreamStatus, `upstream node answered ${status}`);
       if (att.retryPlanned) this.clearHedgeTimer();
       return;
     }
-    const ct = headers['content-type'];
-    const sse = typeof ct === 'string' && ct.startsWith('text/event-stream');
+    const sse = head.contentType.startsWith('text/event-stream');
     if (bit === 0) {
       recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
-      // A stream's head comes before its prefill: its sample is the first event (firstToken).
+      // A stream's head comes before its prefill: its sample is its first event (firstTokenSample).
       if (!sse) headSample(att, pool, now);
     }
     // While a hedge may still be sent or is running, a stream wins with its first event, not its
     // head: the head waits so that the client sees nothing of an attempt that may yet lose.
     if (sse && status < 300 && (this.hedgeTimer !== null || this.live > 1)) {
-      att.held = new HeldHead(status, headers);
+      att.held = new HeldHead(status, head);
       return;
     }
-    this.commit(att, status, headers, sse);
+    this.commit(att, status, head);
   }
 
-  /** Makes `att` the winner: cancels the other attempt and forwards its head (`sse`: an event stream). */
-  private commit(att: Attempt, status: number, headers: UpstreamHeaders, sse: boolean): void {
+  /** Makes `att` the winner: cancels the other attempt and sends its head (`head` as read). */
+  private commit(att: Attempt, status: number, head: ResponseHead): void {
     // HOT
     this.winner = att;
     if (att.hedge) this.pool!.state.hedgeWins++;
     this.cancelOthers(att);
     this.route!.stats.ttfb.recordMs(att.headMs - att.startMs);
-    this.sse = sse;
-    const cl = headers['content-length'];
-    const length = typeof cl === 'string' && !this.sse ? Number(cl) : -1;
+    this.sse = head.contentType.startsWith('text/event-stream');
+    const length = head.contentLength !== '' && !this.sse ? Number(head.contentLength) : -1;
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
     this.status = status;
-    const out = responseHeaders(headers, this.id);
+    const out = head.headers;
     if (this.limit !== null) rateLimitHeaders(this.limit, out);
     if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
     // While draining, tell the client not to reuse the connection (uWS closes it when the drain ends).
     if (this.host.draining) out.push('connection', 'close');
+    const p = this.plug;
+    if (p !== null) {
+      p.responseHead(att, status, out, Number.isFinite(length) ? length : -1, noBody);
+      return;
+    }
     this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody);
   }
 
-  attemptData(att: Attempt, controller: Controller, chunk: Buffer): void {
+  attemptData(att: Attempt, chunk: Buffer): void {
     // HOT
-    if (this.finished) return;
-    if (att !== this.winner) {
-      if (att.held !== null && this.winner === null && !att.cancelled) this.heldData(att, controller, chunk);
+    if (att !== this.winner || this.finished) {
+      if (att.held !== null && this.winner === null && !this.finished) this.heldData(att, chunk);
       return;
     }
     if (this.sse && att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
-    this.forward(controller, chunk);
+    this.forward(att, chunk);
   }
 
-  /** Sends a chunk of the winner downstream (pausing the upstream when the client is slow). */
-  private forward(controller: Controller, chunk: Buffer): void {
+  /** Sends a chunk of the winner downstream (through the plugins, if any). */
+  private forward(att: Attempt, chunk: Buffer): void {
     // HOT
     if (this.limit !== null) {
       this.tail0 = this.tail1;
       this.tail1 = this.tail2;
       this.tail2 = chunk;
     }
-    if (!this.downstream.write(chunk)) controller.pause();
+    if (this.plug !== null) {
+      this.plug.responseBody(att, chunk);
+      return;
+    }
+    if (!this.downstream.write(chunk)) att.pause();
   }
 
   /** Looks for the first event of a streamed answer in `chunk`; records time to first token once. */
@@ -575,11 +628,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.sseScan = s;
       return;
     }
-    this.firstToken(att);
-  }
-
-  private firstToken(att: Attempt): void {
-    // HOT
     const now = nowMs();
     att.firstTokenMs = now;
     this.route!.stats.ttft.recordMs(now - this.startMs);
@@ -587,38 +635,35 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /** A chunk of a held stream: bytes before its first event wait; the first event makes it the winner. */
-  private heldData(att: Attempt, controller: Controller, chunk: Buffer): void {
-    const s = scanSseForEvent(chunk, att.sseScan);
-    if (s !== SSE_EVENT_FOUND) {
-      att.sseScan = s;
-      att.held!.chunks.push(chunk);
-      return;
-    }
-    this.firstToken(att);
-    this.commitHeld(att);
-    if (!this.finished) this.forward(controller, chunk);
+  private heldData(att: Attempt, chunk: Buffer): void {
+    const h = att.held!;
+    h.add(chunk);
+    this.scanFirstToken(att, chunk);
+    // Bytes that are no event (keep-alives) are held only up to a bound; then the stream goes out.
+    if (att.firstTokenMs >= 0 || h.full()) this.commitHeld(att);
   }
 
-  /** Makes a held stream the winner: forwards its head and the bytes it held back. */
+  /** Makes a held stream the winner: sends its head and the bytes it held back. */
   private commitHeld(att: Attempt): void {
     const h = att.held!;
     att.held = null;
-    this.commit(att, h.status, h.headers, true);
-    const c = att.controller;
-    for (const chunk of h.chunks) if (!this.downstream.write(chunk)) c?.pause();
+    this.commit(att, h.status, h);
+    for (const chunk of h.chunks) if (!this.finished) this.forward(att, chunk);
   }
 
   attemptEnd(att: Attempt): void {
     this.releaseAttempt(att);
     if (this.finished) return;
-    if (att === this.winner) {
-      this.downstream.end();
-      this.finish();
-      return;
-    }
+    // A held stream that ended before any event is a complete answer all the same.
     if (att.held !== null && this.winner === null) {
-      // A stream that ended before any event: a complete answer all the same.
       this.commitHeld(att);
+      if (this.finished) return;
+    }
+    if (att === this.winner) {
+      if (this.plug !== null) {
+        this.plug.responseBody(null, null);
+        return;
+      }
       this.downstream.end();
       this.finish();
       return;
@@ -673,7 +718,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     settleAttemptPrefill(att);
     this.live--;
     att.node.inFlight--;
-    att.node.inFlightCost -= this.cost;
+    att.node.inFlightCost -= att.cost;
   }
 
   private cancelOthers(winner: Attempt): void {
@@ -734,11 +779,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   private routeReport(att: Attempt): string {
     const pool = this.pool!;
-    let estimates = '';
-    if (att.expectedTtftMs >= 0) estimates += `; expected_ttft_ms=${Math.round(att.expectedTtftMs)}`;
-    if (att.queuedMs >= 0) estimates += `; queued_ms=${Math.round(att.queuedMs)}`;
-    if (att.cachedTokens >= 0) estimates += `; cached_tokens=${Math.round(att.cachedTokens)}`;
-    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${estimates}${att.hedge ? '; hedge' : ''}`;
+    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${estimatesReport(att)}${att.hedge ? '; hedge' : ''}`;
   }
 
   /** The micro-batch carrying this request answered (or gave up on) its item. */
@@ -770,7 +811,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   /** The client can take more bytes: resume the upstream body. */
   onDownstreamDrain(): void {
-    this.winner?.controller?.resume();
+    this.winner?.resume();
   }
 
   /** The client disconnected: abort upstream attempts and release everything. */
@@ -787,24 +828,58 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /** The route's total timeout fired. */
+  onDeadline(): void {
+    this.onTotalTimeout();
+  }
+
   onTotalTimeout(): void {
-    this.totalTimer = null;
     if (this.finished) return;
     const err = new SluiceError(
       Errors.totalTimeout,
       `upstream did not finish within ${this.route!.timeouts.totalMs} ms`,
     );
+    this.failWith(err);
+  }
+
+  /** Ends a response whose winner was chosen: aborts the node's answer and tells the client. */
+  private abortStream(err: SluiceError): void {
     const w = this.winner;
-    if (w !== null) {
+    if (w !== null && !w.released) {
       w.cancelled = true;
       this.releaseAttempt(w);
-      this.endAfterHead(err);
-      w.controller?.abort(err);
+    }
+    if (this.downstream.started) this.endAfterHead(err);
+    else this.fail(err.kind, err.message);
+    w?.abort(err);
+  }
+
+  /**
+   * Ends the request with `err` wherever it stands (a timeout, a failed plugin hook): an error reply
+   * before the head, an SSE error event or a cut body after it; attempts in flight are aborted.
+   */
+  failWith(err: SluiceError): void {
+    if (this.finished) return;
+    if (this.winner !== null) {
+      this.abortStream(err);
       return;
     }
     this.fail(err.kind, err.message);
     this.first?.cancel(err);
     this.second?.cancel(err);
+  }
+
+  /** Gives back an attempt that was never dispatched (a plugin answered, failed, or the client left). */
+  dropAttempt(att: Attempt): void {
+    this.releaseAttempt(att);
+  }
+
+  /** Replaces the request body (a plugin's onRequest); the parsed JSON and cost are recomputed. */
+  replaceBody(body: Buffer | null): void {
+    this.body = body;
+    this.parsed = UNPARSED;
+    this.costTokens = 0;
+    this.blocks = null;
+    this.history = -1;
   }
 
   /**
@@ -813,6 +888,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    * response rather than a short success.
    */
   private endAfterHead(e: SluiceError): void {
+    if (this.plug !== null) this.plug.errorCode = e.kind.code;
     if (this.sse) {
       this.downstream.write(Buffer.from(errorEvent(e.kind, e.message)));
       this.downstream.end();
@@ -837,6 +913,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   fail(kind: ErrorKind, message: string, extraHeaders: readonly string[] = []): void {
     if (this.finished) return;
     this.status = kind.status;
+    if (this.plug !== null) this.plug.errorCode = kind.code;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     this.downstream.reply(
@@ -848,11 +925,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.finish();
   }
 
-  private finish(): void {
+  /** Ends the request's bookkeeping, exactly once, whatever ended it. */
+  finish(): void {
     // HOT
     if (this.finished) return;
     this.finished = true;
-    if (this.totalTimer !== null) clearTimeout(this.totalTimer);
+    this.dlList?.remove(this);
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
     const now = nowMs();
@@ -874,13 +952,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       route.stats.count(this.status);
       route.stats.duration.recordMs(now - this.startMs);
     }
+    if (this.plug !== null) this.plug.done();
     this.plan.release();
     this.host.sessionDone(this);
   }
-}
-
-function onTotalTimeout(s: Session): void {
-  s.onTotalTimeout();
 }
 
 function onRetryTimer(s: Session): void {

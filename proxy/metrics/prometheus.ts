@@ -12,6 +12,7 @@ import type { PoolCapacityReport } from '../capacity/pool-capacity.js';
 import type { BatchApiStats } from '../batch-api/batch-api.js';
 import type { ExecutorStats } from '../batch-api/job-executor.js';
 import type { JobWorkerStats } from '../jobs/job-worker.js';
+import type { PluginMetricsRegistry } from '../plugin/plugin-metrics.js';
 
 const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 
@@ -30,6 +31,8 @@ export interface MetricsSource {
   capacity?: readonly PoolCapacityReport[];
   /** The batch API's counters; absent when `batch_api` is off. */
   batchApi?: BatchApiMetrics;
+  /** Plugin series (`sluice_plugin_*`); absent: none. */
+  plugins?: PluginMetricsRegistry;
 }
 
 /** What the batch API exports. */
@@ -39,6 +42,40 @@ export interface BatchApiMetrics {
   executor: ExecutorStats;
   /** Job items not finished yet (all batches), as last sampled; null before the first sample. */
   backlog: number | null;
+}
+
+function listenerSeries(out: string[], stats: StatsRegistry): void {
+  const ls = [...stats.listeners.values()];
+  out.push(
+    '# HELP sluice_listener_connections Client connections open now.',
+    '# TYPE sluice_listener_connections gauge',
+  );
+  for (const l of ls)
+    out.push(`sluice_listener_connections{listener="${label(l.listener)}"} ${l.connections}`);
+  out.push(
+    '# HELP sluice_listener_connections_refused_total Connections closed at accept because max_connections were open.',
+    '# TYPE sluice_listener_connections_refused_total counter',
+  );
+  for (const l of ls)
+    out.push(`sluice_listener_connections_refused_total{listener="${label(l.listener)}"} ${l.refused}`);
+  out.push(
+    '# HELP sluice_listener_timeouts_total Connections or requests ended by a client deadline (header, body, write).',
+    '# TYPE sluice_listener_timeouts_total counter',
+  );
+  for (const l of ls) {
+    const name = label(l.listener);
+    out.push(
+      `sluice_listener_timeouts_total{listener="${name}",kind="header"} ${l.headerTimeouts}`,
+      `sluice_listener_timeouts_total{listener="${name}",kind="body"} ${l.bodyTimeouts}`,
+      `sluice_listener_timeouts_total{listener="${name}",kind="write"} ${l.writeTimeouts}`,
+    );
+  }
+  out.push(
+    '# HELP sluice_listener_buffered_bytes_max Most response bytes one connection held for a slow client (pipelining listeners).',
+    '# TYPE sluice_listener_buffered_bytes_max gauge',
+  );
+  for (const l of ls)
+    out.push(`sluice_listener_buffered_bytes_max{listener="${label(l.listener)}"} ${l.bufferedHighWater}`);
 }
 
 function batchApiSeries(out: string[], m: BatchApiMetrics): void {
@@ -137,6 +174,7 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_downstream_rejected_total counter',
   );
   for (const [code, n] of stats.rejected) out.push(`sluice_downstream_rejected_total{code="${code}"} ${n}`);
+  listenerSeries(out, stats);
   out.push(
     '# HELP sluice_requests_in_flight Requests being served now.',
     '# TYPE sluice_requests_in_flight gauge',
@@ -381,5 +419,6 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_draining gauge',
     `sluice_draining ${src.draining ? 1 : 0}`,
   );
+  src.plugins?.render(out);
   return out.join('\n') + '\n';
 }

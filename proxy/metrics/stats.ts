@@ -4,6 +4,7 @@
  * path holds direct references.
  */
 import { LatencyRecorder } from './latency-recorder.js';
+import { ListenerStats } from './listener-stats.js';
 
 /** Per-route request statistics. */
 export class RouteStats {
@@ -41,6 +42,18 @@ export class StatsRegistry {
   readonly reloads = new Map<string, number>();
   /** Requests currently being served, across all plans. */
   inFlight = 0;
+  /** Connection counters per listener, by listener name. */
+  readonly listeners = new Map<string, ListenerStats>();
+
+  /** Returns the counters of a listener, creating them on first use (at listen time only). */
+  listener(name: string): ListenerStats {
+    let s = this.listeners.get(name);
+    if (s === undefined) {
+      s = new ListenerStats(name);
+      this.listeners.set(name, s);
+    }
+    return s;
+  }
 
   /** Returns the stats for a route name, creating them on first use (compile time only). */
   route(name: string): RouteStats {

@@ -23,6 +23,12 @@ import type { NodeRegistry } from '../upstream/node-registry.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { attachHealth } from './health-wiring.js';
 import type { RuntimeState } from './runtime-state.js';
+import {
+  compilePreRoute,
+  compileRouteChains,
+  type PluginInstance,
+  type PreRouteHooks,
+} from '../plugin/plugin-chain.js';
 import { compileTenantPlan, type TenantPlan } from './tenant-wiring.js';
 
 /** Balancing policies by YAML kind. */
@@ -54,6 +60,10 @@ export class Plan {
   readonly pools: ReadonlyMap<string, Pool>;
   /** Tenants, their limits and the rate limiter (fields null when no tenants are configured). */
   readonly tenants: TenantPlan;
+  /** Per listener index, the plugins' onRequest hooks that run before routing; null when none. */
+  preRoute: readonly (PreRouteHooks | null)[] | null = null;
+  /** The plugin instances of this plan, closed when it is disposed. */
+  pluginInstances: readonly PluginInstance[] = [];
   /** Requests holding this plan. */
   inFlight = 0;
   /** States of pools this plan's config removed (the previous plan adopts and closes them). */
@@ -109,11 +119,26 @@ export class Plan {
   private dispose(): void {
     // Batchers first: close() drains what they hold (nothing, once no request holds the plan);
     // the nodes' pools close gracefully after their last call.
-    for (const r of this.routes.routes) if (r.batcher !== null) void r.batcher.close();
+    for (const r of this.routes.routes) {
+      if (r.batcher !== null) void r.batcher.close();
+      r.deadlines?.close();
+    }
     for (const n of this.nodes) this.registry.release(n);
     for (const s of this.orphans) s.close();
     this.orphans = [];
+    for (const p of this.pluginInstances) void p.close();
   }
+}
+
+/**
+ * Connections per node for a pool: `connections_per_node` when set; else the circuit breaker's
+ * `max_in_flight_per_node`, so that every request a node may take has a connection; else 0, no cap
+ * (a GPU server takes hundreds of concurrent sequences; admission, when configured, bounds the
+ * pool's requests in flight, and the balancer decides how they spread over the nodes).
+ */
+export function nodeConnections(pc: PoolConfig): number {
+  if (pc.connections_per_node !== undefined) return pc.connections_per_node;
+  return pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : 0;
 }
 
 function resolveRetries(rc: RouteConfig): ResolvedRetries {
@@ -135,6 +160,8 @@ export interface CompileContext {
   stats: StatsRegistry;
   runtime: RuntimeState;
   log: Logger;
+  /** The config's plugin instances by name, created for this plan. Default none. */
+  plugins?: ReadonlyMap<string, PluginInstance>;
 }
 
 /**
@@ -159,10 +186,14 @@ export function compilePlan(
   const pools = new Map<string, Pool>();
   const nodes: UpstreamNode[] = [];
   for (const pc of config.pools) {
-    const maxInFlight = pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : Infinity;
+    const connections = nodeConnections(pc);
+    // Nothing may wait inside the connection pool: a node with every connection busy is simply
+    // not eligible, so the request goes to another node or waits in admission, where it is seen.
+    const breaker = pc.max_in_flight_per_node > 0 ? pc.max_in_flight_per_node : Infinity;
+    const maxInFlight = connections > 0 ? Math.min(breaker, connections) : breaker;
     const members: PoolMember[] = pc.nodes.map((nc) => {
       const node = ctx.registry.acquire(pc.name, nc.url, {
-        connections: pc.connections_per_node,
+        connections,
         connectTimeoutMs: pc.timeouts.connect_ms,
       });
       node.maxInFlight = maxInFlight;
@@ -201,6 +232,7 @@ export function compilePlan(
     if (p === undefined) throw new Error(`unknown pool ${name}`);
     return p;
   };
+  const plugins = ctx.plugins ?? new Map<string, PluginInstance>();
   const routes = config.routes.map((rc) => {
     const single = rc.pool === undefined ? null : poolOf(rc.pool);
     const split =
@@ -232,6 +264,7 @@ export function compilePlan(
               },
         retries: resolveRetries(rc),
         routeHeader: rc.route_header,
+        plugins: plugins.size === 0 ? null : compileRouteChains(config.listeners, rc.plugins, plugins),
         batcher:
           rc.batching === undefined
             ? null
@@ -250,5 +283,9 @@ export function compilePlan(
   const removed = ctx.runtime.retain(new Set(pools.keys()), new Set(config.routes.map((r) => r.name)));
   const plan = new Plan(version, config, digest, new RouteTable(routes), pools, nodes, ctx.registry, tenants);
   plan.removedPools = removed;
+  if (plugins.size > 0) {
+    plan.preRoute = compilePreRoute(config.listeners, plugins);
+    plan.pluginInstances = [...plugins.values()];
+  }
   return plan;
 }

@@ -3,12 +3,14 @@
  * walks the routes in file order and returns the first whose conditions all hold. The JSON body is
  * parsed only when a candidate route has a `models` condition.
  */
+import { DeadlineList } from '../lifecycle/deadline-list.js';
 import type { RouteConfig, TimeoutsConfig } from '../../config/types.js';
 import type { Pool } from '../pool/pool.js';
 import type { RouteStats } from '../metrics/stats.js';
 import type { Session } from '../lifecycle/session.js';
 import type { PoolChoice } from './pool-choice.js';
 import type { MicroBatcher } from '../batch/micro-batcher.js';
+import type { PluginChain } from '../plugin/plugin-chain.js';
 
 /** What a route retries on, as bits. */
 export const RetryOn = {
@@ -50,6 +52,8 @@ export interface RouteTargets {
   routeHeader: boolean;
   /** The route's micro-batcher, or null when requests go upstream one by one. */
   batcher: MicroBatcher | null;
+  /** Plugin chains by listener index; null when no plugin applies to the route. Default null. */
+  plugins?: readonly (PluginChain | null)[] | null;
 }
 
 /** Timeouts resolved for one route, ms (0 = disabled). */
@@ -75,7 +79,11 @@ export class Route {
   readonly allowAnonymous: boolean;
   /** Micro-batcher of the route, or null. */
   readonly batcher: MicroBatcher | null;
+  /** Plugin chains by listener index, or null when no plugin applies (one check per request). */
+  readonly plugins: readonly (PluginChain | null)[] | null;
   readonly timeouts: ResolvedTimeouts;
+  /** Total-timeout deadlines of the route's requests under one timer; null when total_ms is 0. */
+  readonly deadlines: DeadlineList | null;
   readonly stats: RouteStats;
   /** Exact path, or null. */
   private readonly path: string | null;
@@ -100,9 +108,11 @@ export class Route {
     this.routeHeader = targets.routeHeader;
     this.allowAnonymous = config.allow_anonymous;
     this.batcher = targets.batcher;
+    this.plugins = targets.plugins ?? null;
     this.stats = stats;
     const t = { ...poolTimeouts, ...config.timeouts };
     this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };
+    this.deadlines = t.total_ms > 0 ? new DeadlineList(t.total_ms) : null;
     const m = config.match;
     this.path = m.path ?? null;
     this.pathPrefix = m.path_prefix ?? null;

@@ -19,6 +19,9 @@ import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
 import { BatchService } from '../batch-api/batch-service.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
 import { ConfigWatcher } from './config-watcher.js';
+import type { LoadedPlugin } from '../plugin/plugin-loader.js';
+import type { PluginInstance } from '../plugin/plugin-chain.js';
+import { PluginRuntime } from '../plugin/plugin-runtime.js';
 import { createLogger, type Logger } from './logger.js';
 
 export interface SluiceOptions {
@@ -50,7 +53,9 @@ export class ConfigInvalidError extends Error {
 /** Parts of the config that bind sockets or processes; a reload cannot change them. */
 function restartOnly(c: SluiceConfig): string {
   return JSON.stringify([
-    c.listeners,
+    // A listener's plugin list is reloadable; its socket is not.
+    c.listeners.map((l) => ({ ...l, plugins: undefined })),
+    c.plugin_store,
     c.admin,
     c.simulator ?? null,
     c.rate_limits.store,
@@ -69,6 +74,8 @@ export class Sluice {
   readonly registry = new NodeRegistry();
   /** Pool budgets, health trackers and sticky tables, kept across reloads. */
   readonly runtime = new RuntimeState();
+  /** Plugin metrics and key-value store, kept across reloads. */
+  readonly plugins: PluginRuntime;
   listeners: BoundListener[] = [];
   adminPort = 0;
   sim: SimFleet | null = null;
@@ -86,10 +93,11 @@ export class Sluice {
   constructor(configPath: string, log: Logger) {
     this.configPath = configPath;
     this.log = log;
+    this.plugins = new PluginRuntime(log);
   }
 
-  private compileContext(): CompileContext {
-    return { registry: this.registry, stats: this.stats, runtime: this.runtime, log: this.log };
+  private compileContext(plugins: ReadonlyMap<string, PluginInstance>): CompileContext {
+    return { registry: this.registry, stats: this.stats, runtime: this.runtime, log: this.log, plugins };
   }
 
   /** The plan new requests run on. */
@@ -98,7 +106,12 @@ export class Sluice {
   }
 
   /** Starts everything described by `config`. Rejects (after cleaning up) if a socket cannot be bound. */
-  async start(config: SluiceConfig, digest: string, watchFile: boolean): Promise<void> {
+  async start(
+    config: SluiceConfig,
+    digest: string,
+    watchFile: boolean,
+    plugins: readonly LoadedPlugin[] = [],
+  ): Promise<void> {
     try {
       if (config.simulator !== undefined) {
         const s = config.simulator;
@@ -112,7 +125,13 @@ export class Sluice {
         });
         this.log.info(`simulator: ${s.nodes} nodes (${s.profile}) at ${this.sim.urls.join(' ')}`);
       }
-      this.plan = compilePlan(1, config, digest, this.compileContext());
+      const instances = await this.plugins.createInstances(plugins, config.plugin_store, this.configPath);
+      try {
+        this.plan = compilePlan(1, config, digest, this.compileContext(instances));
+      } catch (e) {
+        for (const i of instances.values()) await i.close();
+        throw e;
+      }
       this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
       this.capacity.start();
       this.server = new ProxyServer(this.stats, () => this.plan);
@@ -140,6 +159,7 @@ export class Sluice {
             configVersion: this.plan.version,
             draining: this.server?.draining ?? false,
             capacity: this.capacity?.reports() ?? [],
+            plugins: this.plugins.metrics,
             ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
           }),
         configView: () => ({
@@ -186,7 +206,7 @@ export class Sluice {
         saturated: m.node.saturated,
         weight_factor: m.node.weightFactor,
         in_flight: m.node.inFlight,
-        in_flight_tokens: m.node.inFlightCost,
+        in_flight_tokens: p.policy.weighsCost ? m.node.inFlightCost : null,
         ttfb_ewma_ms: m.node.ttfbEwmaMs < 0 ? null : Math.round(m.node.ttfbEwmaMs * 100) / 100,
         prefill_queue_tokens: m.node.timing.pendingTokens,
         ttft_ms_per_token: learnedRate(m.node.timing.ttftRate.value()),
@@ -225,14 +245,25 @@ export class Sluice {
       return { result: 'unchanged', version: this.plan.version, errors: [] };
     if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
       return this.rejectReload([
-        `${this.configPath}: listeners, admin, simulator, the rate-limit store and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}: listeners (except their plugins), admin, simulator, the rate-limit and plugin stores and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
       ]);
     }
     const old = this.plan;
     let next: Plan;
+    let instances: Map<string, PluginInstance>;
     try {
-      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext());
+      instances = await this.plugins.createInstances(
+        loaded.plugins ?? [],
+        loaded.config.plugin_store,
+        this.configPath,
+      );
     } catch (e) {
+      return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
+    }
+    try {
+      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
+    } catch (e) {
+      for (const i of instances.values()) await i.close();
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
     this.plan = next;
@@ -278,6 +309,8 @@ export class Sluice {
     await this.admin?.close();
     this.admin = null;
     await this.runtime.close();
+    if (this.plan !== undefined) for (const i of this.plan.pluginInstances) await i.close();
+    await this.plugins.close();
     await this.registry.destroyAll();
     await this.sim?.close();
     this.sim = null;
@@ -289,7 +322,7 @@ export async function startSluice(options: SluiceOptions): Promise<Sluice> {
   const loaded = await loadConfigFile(options.configPath);
   if (!loaded.ok) throw new ConfigInvalidError(loaded.errors.map(formatConfigError));
   const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'));
-  await sluice.start(loaded.config, loaded.digest, options.watch ?? true);
+  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? []);
   return sluice;
 }
 

@@ -1,7 +1,8 @@
 /**
- * The downstream listeners: one uWS app per configured listener, the request handler that captures
- * the head, refuses bad framing and oversize requests, and hands a Session to the core; and the
- * graceful drain. The only module that creates uWS apps.
+ * The downstream listeners: per configured listener either a uWS app (`pipelining: 0`) or Sluice's
+ * own HTTP/1.1 server (`net-listener.ts`), both handing captured heads to the shared
+ * `RequestIntake`; the connection cap on uWS listeners; and the graceful drain. The only module
+ * that creates uWS apps.
  */
 import './uws-env.js';
 import {
@@ -14,13 +15,13 @@ import {
   type us_listen_socket,
 } from 'uWebSockets.js';
 import type { ListenerConfig } from '../../config/types.js';
-import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
-import { Session, type SessionHost } from '../lifecycle/session.js';
+import type { Session, SessionHost } from '../lifecycle/session.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
+import { NetListener } from './net-listener.js';
 import { captureHead } from './request-head.js';
-import { nextRequestId } from './request-id.js';
+import { ListenerRuntime, RequestIntake } from './request-intake.js';
 import { UwsDownstream } from './uws-downstream.js';
 
 /** A bound listener. */
@@ -32,8 +33,11 @@ export interface BoundListener {
 }
 
 interface ListenerState {
-  config: ListenerConfig;
-  app: TemplatedApp;
+  rt: ListenerRuntime;
+  /** The uWS app (`pipelining: 0`), or null. */
+  app: TemplatedApp | null;
+  /** Sluice's own HTTP/1.1 server (`pipelining` > 0), or null. */
+  net: NetListener | null;
   socket: us_listen_socket | null;
   port: number;
 }
@@ -43,21 +47,29 @@ export class ProxyServer implements SessionHost {
   draining = false;
   /** Endpoints Sluice answers itself (the batch API), or null. Set before `listen`. */
   endpoints: LocalEndpoints | null = null;
-  private readonly current: () => Plan;
+  private readonly intake: RequestIntake;
   private readonly listeners: ListenerState[] = [];
   private drained: (() => void) | null = null;
 
   /** `current` returns the plan new requests should run on. */
   constructor(stats: StatsRegistry, current: () => Plan) {
     this.stats = stats;
-    this.current = current;
+    this.intake = new RequestIntake(this, current);
   }
 
   /** Binds every listener; rejects with a clear message when a port cannot be bound. */
   async listen(configs: readonly ListenerConfig[]): Promise<BoundListener[]> {
     for (const config of configs) {
+      const rt = new ListenerRuntime(config, this.stats.listener(config.name), this, this.listeners.length);
+      if (config.pipelining > 0) {
+        const net = new NetListener(rt, this.intake, this);
+        const port = await net.listen();
+        this.listeners.push({ rt, app: null, net, socket: null, port });
+        continue;
+      }
       const app = App();
-      const state: ListenerState = { config, app, socket: null, port: 0 };
+      const state: ListenerState = { rt, app, net: null, socket: null, port: 0 };
+      app.filter((res, count) => countConnection(rt, res, count));
       app.any('/*', (res, req) => this.onRequest(state, res, req));
       await new Promise<void>((resolve, reject) => {
         app.listen(config.address, config.port, (socket) => {
@@ -81,51 +93,18 @@ export class ProxyServer implements SessionHost {
 
   /** The listeners as bound. */
   bound(): BoundListener[] {
-    return this.listeners.map((l) => ({ name: l.config.name, address: l.config.address, port: l.port }));
+    return this.listeners.map((l) => ({
+      name: l.rt.config.name,
+      address: l.rt.config.address,
+      port: l.port,
+    }));
   }
 
   private onRequest(l: ListenerState, res: HttpResponse, req: HttpRequest): void {
     // HOT
     const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
     const head = captureHead(req, remote);
-    const ds = new UwsDownstream(res);
-    const cfg = l.config;
-    if (head.framingError !== null) {
-      this.refuse(ds, Errors.badFraming, `malformed request framing: ${head.framingError}`);
-      return;
-    }
-    if (head.headerBytes > cfg.max_header_bytes) {
-      this.refuse(ds, Errors.headersTooLarge, `request headers exceed ${cfg.max_header_bytes} bytes`);
-      return;
-    }
-    if (head.contentLength > cfg.max_body_bytes) {
-      this.refuse(
-        ds,
-        Errors.bodyTooLarge,
-        `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
-      );
-      return;
-    }
-    const id = head.requestId ?? nextRequestId();
-    head.headers.push('x-request-id', id);
-    const plan = this.current();
-    plan.acquire();
-    this.stats.inFlight++;
-    const s = new Session(this, plan, ds, id, head.method, head.path, head.url, head.hostName, head.headers);
-    ds.attach(s);
-    if (head.contentLength > 0 || head.chunked) ds.readBody(head.contentLength, cfg.max_body_bytes);
-    else s.run();
-  }
-
-  /** Refuses a request before it becomes a session; these kinds always close the connection. */
-  private refuse(ds: UwsDownstream, kind: ErrorKind, message: string): void {
-    this.stats.countRejected(kind.id);
-    ds.reply(
-      kind.status,
-      ['content-type', 'application/json'],
-      errorBody(kind, message),
-      kind.closeConnection,
-    );
+    this.intake.admit(l.rt, head, new UwsDownstream(res, l.rt));
   }
 
   sessionDone(_s: Session): void {
@@ -142,6 +121,7 @@ export class ProxyServer implements SessionHost {
     for (const l of this.listeners) {
       if (l.socket !== null) us_listen_socket_close(l.socket);
       l.socket = null;
+      l.net?.stopAccepting();
     }
     let clean = true;
     if (this.stats.inFlight > 0) {
@@ -164,8 +144,27 @@ export class ProxyServer implements SessionHost {
     for (const l of this.listeners) {
       if (l.socket !== null) us_listen_socket_close(l.socket);
       l.socket = null;
-      l.app.close();
+      l.app?.close();
+      l.net?.closeNow();
     }
     this.listeners.length = 0;
+  }
+}
+
+/**
+ * Counts the connections of a uWS listener (`count` is 1 on open, -1 on close) and closes one at
+ * once when `max_connections` are already open; uWS reports that close as -1 too.
+ */
+function countConnection(rt: ListenerRuntime, res: HttpResponse, count: number): void {
+  const st = rt.stats;
+  if (count < 0) {
+    st.connections--;
+    return;
+  }
+  st.connections++;
+  const cap = rt.config.max_connections;
+  if (cap > 0 && st.connections > cap) {
+    st.refused++;
+    res.close();
   }
 }

@@ -1,14 +1,16 @@
 /**
- * Copies a request head out of uWS's stack-allocated HttpRequest (valid only inside the handler)
- * and validates its framing before anything is routed. Ambiguous framing is refused here, because
- * the parser underneath accepts repeated Content-Length, repeated Host and odd Transfer-Encodings.
+ * Copies a request head out of the engine that parsed it (uWS's stack-allocated HttpRequest, valid
+ * only inside the handler, or Sluice's own parser) and validates its framing and Host before
+ * anything is routed. Ambiguous framing is refused here, because the uWS parser accepts repeated
+ * Content-Length, repeated Host and odd Transfer-Encodings. Both engines go through `beginHead`,
+ * `addHeader` and `endHead`, so the rules exist once.
  */
 import type { HttpRequest } from 'uWebSockets.js';
-import { HOP_BY_HOP, connectionTokens } from '../lifecycle/headers.js';
+import { REQUEST_NOT_FORWARDED, connectionTokens, removeNamed } from '../lifecycle/headers.js';
 
 /**
- * The captured head. One instance is reused for every request: capture runs synchronously inside
- * the uWS handler, and the listener copies what it keeps into the Session before returning.
+ * The captured head. One instance is reused for every request: capture runs synchronously, and
+ * the listener copies what it keeps into the Session before returning.
  */
 export interface RequestHead {
   method: string;
@@ -24,6 +26,14 @@ export interface RequestHead {
   chunked: boolean;
   /** Bytes of header names and values. */
   headerBytes: number;
+  /** Header fields in the head. */
+  headerCount: number;
+  /** True for an HTTP/1.0 request. */
+  http10: boolean;
+  /** True when the connection must close after this request (`Connection: close`, HTTP/1.0 without keep-alive). */
+  closeAfter: boolean;
+  /** True when the client waits for `100 Continue` before it sends the body. */
+  expectContinue: boolean;
   /** Why the framing is refused, or null when it is acceptable. */
   framingError: string | null;
 }
@@ -38,10 +48,14 @@ const head: RequestHead = {
   contentLength: -1,
   chunked: false,
   headerBytes: 0,
+  headerCount: 0,
+  http10: false,
+  closeAfter: false,
+  expectContinue: false,
   framingError: null,
 };
 
-/** Scratch counters written by the forEach callback (module-level so no closure is allocated). */
+/** Scratch counters written by `addHeader` (module-level so no closure is allocated). */
 let hostCount = 0;
 let clCount = 0;
 let teCount = 0;
@@ -50,13 +64,56 @@ let clValue = '';
 let hostValue = '';
 let xff = '';
 let connection = '';
+/** The authority of an absolute-form target (`http://host/path`), which replaces Host (RFC 9112 §3.2.2). */
+let targetAuthority = '';
 
 const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 const CONTENT_LENGTH = /^\d{1,15}$/;
+/**
+ * `uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986 §3.2.2): an IP literal in brackets or a reg-name
+ * (no userinfo, no spaces), then an optional all-digit port.
+ */
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
+const CLOSE_TOKEN = /(?:^|,)[ \t]*close[ \t]*(?:,|$)/i;
+const KEEP_ALIVE_TOKEN = /(?:^|,)[ \t]*keep-alive[ \t]*(?:,|$)/i;
 
-function onHeader(name: string, value: string): void {
+/**
+ * Starts capturing a head. `path` starts with `/` (or is `*`); `query` is the part after `?`
+ * ('' when none); `http10` for an HTTP/1.0 request.
+ */
+export function beginHead(method: string, path: string, query: string, http10: boolean): void {
+  // HOT
+  hostCount = 0;
+  clCount = 0;
+  teCount = 0;
+  teValue = '';
+  clValue = '';
+  hostValue = '';
+  xff = '';
+  connection = '';
+  targetAuthority = '';
+  head.headers = [];
+  head.requestId = null;
+  head.headerBytes = 0;
+  head.headerCount = 0;
+  head.http10 = http10;
+  head.expectContinue = false;
+  head.framingError = null;
+  head.method = method;
+  head.path = path;
+  head.url = query === '' ? path : `${path}?${query}`;
+}
+
+/** Takes the authority of an absolute-form request target; it stands for the Host. */
+export function useTargetAuthority(authority: string): void {
+  targetAuthority = authority;
+}
+
+/** Adds one header field; `name` is lower-case. */
+export function addHeader(name: string, value: string): void {
   // HOT
   head.headerBytes += name.length + value.length + 4;
+  head.headerCount++;
   switch (name) {
     case 'host':
       hostCount++;
@@ -80,64 +137,68 @@ function onHeader(name: string, value: string): void {
       connection = connection === '' ? value : `${connection}, ${value}`;
       return;
     case 'expect':
+      head.expectContinue = value.toLowerCase() === '100-continue';
       return;
     default:
-      if (HOP_BY_HOP.has(name)) return;
+      if (REQUEST_NOT_FORWARDED.has(name)) return;
       head.headers.push(name, value);
   }
 }
 
 /**
- * Captures the head of `req`. `remoteAddress` is the client IP as text. Returns the shared
- * RequestHead; read it before the handler returns.
+ * Ends the capture: checks framing and Host (RFC 9112 §6.1, §6.3, §3.2) and adds the forwarding
+ * headers. `remoteAddress` is the client IP as text. Returns the shared RequestHead; read it
+ * before the handler returns.
  */
-export function captureHead(req: HttpRequest, remoteAddress: string): RequestHead {
+export function endHead(remoteAddress: string): RequestHead {
   // HOT
-  hostCount = 0;
-  clCount = 0;
-  teCount = 0;
-  teValue = '';
-  clValue = '';
-  hostValue = '';
-  xff = '';
-  connection = '';
-  head.headers = [];
-  head.requestId = null;
-  head.headerBytes = 0;
-  head.framingError = null;
-  head.method = req.getCaseSensitiveMethod();
-  const path = req.getUrl();
-  // The uWS build in use returns undefined (not '') when the URL has no query string.
-  const query = req.getQuery() as string | undefined;
-  head.path = path;
-  head.url = query === undefined || query === '' ? path : `${path}?${query}`;
-  req.forEach(onHeader);
-
   if (clCount > 1) head.framingError = 'more than one Content-Length header';
   else if (teCount > 1) head.framingError = 'more than one Transfer-Encoding header';
+  else if (teCount === 1 && head.http10) head.framingError = 'Transfer-Encoding in an HTTP/1.0 request';
   else if (teCount === 1 && teValue.trim().toLowerCase() !== 'chunked')
     head.framingError = 'Transfer-Encoding other than plain "chunked" is not accepted';
   else if (teCount === 1 && clCount === 1) head.framingError = 'both Content-Length and Transfer-Encoding';
-  else if (hostCount !== 1)
-    head.framingError = hostCount === 0 ? 'missing Host header' : 'more than one Host header';
+  else if (hostCount > 1) head.framingError = 'more than one Host header';
+  else if (hostCount === 0 && !head.http10) head.framingError = 'missing Host header';
+  else if (!HOST.test(hostValue)) head.framingError = 'Host is not host[:port]';
+  else if (targetAuthority !== '' && !HOST.test(targetAuthority))
+    head.framingError = "the request target's authority is not host[:port]";
   head.chunked = teCount === 1;
   head.contentLength = clCount === 1 ? Number(clValue) : -1;
   if (clCount === 1 && !CONTENT_LENGTH.test(clValue)) head.framingError = 'invalid Content-Length';
 
-  head.hostName = hostWithoutPort(hostValue);
+  const host = targetAuthority !== '' ? targetAuthority : hostValue;
+  head.hostName = hostWithoutPort(host);
+  head.closeAfter = head.http10;
   if (connection !== '') {
+    if (CLOSE_TOKEN.test(connection)) head.closeAfter = true;
+    else if (head.http10 && KEEP_ALIVE_TOKEN.test(connection)) head.closeAfter = false;
     const named = connectionTokens(connection);
-    if (named !== null) removeHeaders(head.headers, named);
+    if (named !== null) removeNamed(head.headers, named);
   }
   head.headers.push(
     'x-forwarded-for',
     xff === '' ? remoteAddress : `${xff}, ${remoteAddress}`,
     'x-forwarded-host',
-    hostValue,
+    host,
     'x-forwarded-proto',
     'http',
   );
   return head;
+}
+
+/**
+ * Captures the head of a uWS request. `remoteAddress` is the client IP as text. Returns the shared
+ * RequestHead; read it before the handler returns.
+ */
+export function captureHead(req: HttpRequest, remoteAddress: string): RequestHead {
+  // HOT
+  // The uWS build in use returns undefined (not '') when the URL has no query string; it refuses
+  // HTTP/1.0 itself, so every request it hands over is HTTP/1.1.
+  const query = req.getQuery() as string | undefined;
+  beginHead(req.getCaseSensitiveMethod(), req.getUrl(), query ?? '', false);
+  req.forEach(addHeader);
+  return endHead(remoteAddress);
 }
 
 function hostWithoutPort(host: string): string {
@@ -148,14 +209,4 @@ function hostWithoutPort(host: string): string {
   }
   const colon = h.indexOf(':');
   return colon < 0 ? h : h.slice(0, colon);
-}
-
-function removeHeaders(headers: string[], names: ReadonlySet<string>): void {
-  let w = 0;
-  for (let r = 0; r < headers.length; r += 2) {
-    if (names.has(headers[r]!)) continue;
-    headers[w++] = headers[r]!;
-    headers[w++] = headers[r + 1]!;
-  }
-  headers.length = w;
 }

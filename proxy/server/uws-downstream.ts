@@ -2,9 +2,19 @@
  * The Downstream implementation over a uWS HttpResponse: body collection with a size limit, writes
  * from async code inside `cork`, and backpressure through `tryEnd`/`write` + `onWritable`. It is the
  * only object that holds the HttpResponse, and it never touches it after `onAborted` fired.
+ *
+ * The head of a streamed response is kept until the first body bytes or the end, so that head and
+ * body leave in one cork (one send). uWS completes a head only with the first body write anyway (it
+ * adds the framing headers then), so a client sees nothing later than before. Every cork runs a
+ * module-level function over module-level arguments: no closure is allocated per write.
+ *
+ * It also keeps the listener's body and write deadlines (uWS has no per-listener setting for either).
  */
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Downstream } from '../lifecycle/downstream.js';
+import type { ErrorKind } from '../lifecycle/errors.js';
+import { BodyCollector } from './body-collector.js';
+import type { ListenerRuntime } from './request-intake.js';
 import { statusLine } from './status-lines.js';
 
 /** Receives the events of the client connection. */
@@ -15,12 +25,15 @@ export interface DownstreamListener {
   onBodyTooLarge(): void;
   onDownstreamDrain(): void;
   onDownstreamAborted(): void;
+  /** Answers with a local error (a body deadline) and finishes; the kind decides the close. */
+  fail(kind: ErrorKind, message: string): void;
 }
 
-export class UwsDownstream implements Downstream {
+export class UwsDownstream extends BodyCollector implements Downstream {
   aborted = false;
   started = false;
-  private readonly res: HttpResponse;
+  /** The uWS response; touched only by this class and its corked functions. */
+  readonly res: HttpResponse;
   private listener: DownstreamListener | null = null;
   /** Declared response length, or -1 for chunked. */
   private total = -1;
@@ -33,17 +46,23 @@ export class UwsDownstream implements Downstream {
   private writable: ((offset: number) => boolean) | null = null;
   /** A reply that closes the connection, written on the next turn of the event loop. */
   private closeReply: { status: number; headers: readonly string[]; body: string | Uint8Array } | null = null;
-  /** Body collection state. */
-  private bodyBuf: Buffer | null = null;
-  private bodyChunks: Buffer[] | null = null;
-  private bodyLength = 0;
-  private maxBody = 0;
+  /** The head `start` was given, not written yet (written with the first body bytes or the end). */
+  private headStatus = 0;
+  private headHeaders: readonly string[] | null = null;
+  private readonly rt: ListenerRuntime;
+  /** Fires when the body did not arrive within `body_timeout_ms` (armed only while reading one). */
+  private bodyTimer: NodeJS.Timeout | null = null;
+  /** Fires when the client took no bytes for `write_timeout_ms` (armed only under backpressure). */
+  private writeTimer: NodeJS.Timeout | null = null;
 
-  constructor(res: HttpResponse) {
+  constructor(res: HttpResponse, rt: ListenerRuntime) {
+    super();
     this.res = res;
+    this.rt = rt;
     res.onAborted(() => {
       if (this.aborted) return;
       this.aborted = true;
+      this.clearTimers();
       this.listener?.onDownstreamAborted();
     });
   }
@@ -58,42 +77,46 @@ export class UwsDownstream implements Downstream {
    * `onBody` runs once with the complete body, or `onBodyTooLarge` once when `max` is exceeded.
    */
   readBody(declared: number, max: number): void {
-    this.maxBody = max;
-    if (declared > 0) this.bodyBuf = Buffer.allocUnsafe(declared);
-    else this.bodyChunks = [];
+    this.startBody(declared, max);
+    this.bodyTimer = setTimeout(onBodyTimeout, this.rt.config.body_timeout_ms, this);
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
 
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
     // HOT
     if (this.aborted || this.maxBody < 0) return;
-    const n = chunk.byteLength;
-    if (this.bodyBuf !== null) {
-      // The chunk's memory is reclaimed when this callback returns: copy it now.
-      if (this.bodyLength + n > this.bodyBuf.length) {
-        this.maxBody = -1;
-        this.listener?.onBodyTooLarge();
-        return;
-      }
-      this.bodyBuf.set(new Uint8Array(chunk), this.bodyLength);
-    } else {
-      if (this.bodyLength + n > this.maxBody) {
-        this.maxBody = -1;
-        this.listener?.onBodyTooLarge();
-        return;
-      }
-      if (n > 0) this.bodyChunks!.push(Buffer.from(new Uint8Array(chunk)));
+    // The chunk's memory is reclaimed when this callback returns: the collector copies it.
+    if (!this.addBody(new Uint8Array(chunk), true)) {
+      this.clearTimers();
+      this.listener?.onBodyTooLarge();
+      return;
     }
-    this.bodyLength += n;
     if (!isLast) return;
-    let body: Buffer | null;
-    if (this.bodyBuf !== null)
-      body =
-        this.bodyLength === this.bodyBuf.length ? this.bodyBuf : this.bodyBuf.subarray(0, this.bodyLength);
-    else body = this.bodyLength === 0 ? null : Buffer.concat(this.bodyChunks!, this.bodyLength);
-    this.bodyBuf = null;
-    this.bodyChunks = null;
-    this.listener?.onBody(body);
+    this.clearTimers();
+    this.listener?.onBody(this.takeBody());
+  }
+
+  /** The body deadline passed: refuse the request (408, connection closed). */
+  bodyTimedOut(): void {
+    this.bodyTimer = null;
+    if (this.aborted || this.maxBody < 0 || this.listener === null) return;
+    this.giveUpBody();
+    this.rt.bodyTimedOut(this.listener);
+  }
+
+  /** The client took no bytes for `write_timeout_ms`: close, which aborts the request. */
+  writeTimedOut(): void {
+    this.writeTimer = null;
+    if (this.aborted) return;
+    this.rt.stats.writeTimeouts++;
+    this.res.close();
+  }
+
+  private clearTimers(): void {
+    if (this.bodyTimer !== null) clearTimeout(this.bodyTimer);
+    if (this.writeTimer !== null) clearTimeout(this.writeTimer);
+    this.bodyTimer = null;
+    this.writeTimer = null;
   }
 
   reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void {
@@ -117,11 +140,23 @@ export class UwsDownstream implements Downstream {
     body: string | Uint8Array,
     close: boolean,
   ): void {
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (let i = 0; i < headers.length; i += 2) this.res.writeHeader(headers[i]!, headers[i + 1]!);
-      this.res.end(body, close);
-    });
+    argStatus = status;
+    argHeaders = headers;
+    argBody = body;
+    argClose = close;
+    corkWith(this, corkedReply);
+    argHeaders = null;
+    argBody = '';
+  }
+
+  /** Writes the kept head (inside a cork). */
+  writeHead(): void {
+    // HOT
+    const headers = this.headHeaders!;
+    this.headHeaders = null;
+    const res = this.res;
+    res.writeStatus(statusLine(this.headStatus));
+    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
   }
 
   /** Sends the deferred closing reply (see `reply`). */
@@ -136,44 +171,54 @@ export class UwsDownstream implements Downstream {
     if (this.aborted) return;
     this.started = true;
     this.total = contentLength;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (let i = 0; i < headers.length; i += 2) this.res.writeHeader(headers[i]!, headers[i + 1]!);
-      if (noBody) {
-        this.ended = true;
-        this.res.endWithoutBody(contentLength >= 0 ? contentLength : undefined);
-      } else if (contentLength === 0) {
-        this.ended = true;
-        this.res.end();
-      }
-    });
+    this.headStatus = status;
+    this.headHeaders = headers;
+    if (noBody || contentLength === 0) {
+      this.ended = true;
+      argClose = noBody;
+      corkWith(this, corkedEmpty);
+    }
   }
 
   write(chunk: Uint8Array): boolean {
     // HOT
     if (this.aborted || this.ended) return true;
-    let ok = true;
-    this.res.cork(() => {
-      if (this.total >= 0) {
-        const offset = this.res.getWriteOffset();
-        const [written, done] = this.res.tryEnd(chunk, this.total);
-        if (done) this.ended = true;
-        else if (!written) {
-          // uWS took only part of the chunk; keep a copy of the rest (the caller reuses its buffer).
-          this.pending = Uint8Array.prototype.slice.call(chunk, 0);
-          this.pendingOffset = offset;
-          ok = false;
-        }
-      } else {
-        ok = this.res.write(chunk);
+    argChunk = chunk;
+    writeOk = true;
+    corkWith(this, corkedWrite);
+    argChunk = null;
+    if (!writeOk) {
+      this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
+      if (this.writeTimer === null)
+        this.writeTimer = setTimeout(onWriteTimeout, this.rt.config.write_timeout_ms, this);
+    }
+    return writeOk;
+  }
+
+  /** The body of `write`, inside a cork. Sets `writeOk` false under backpressure. */
+  writeCorked(chunk: Uint8Array): void {
+    // HOT
+    if (this.headHeaders !== null) this.writeHead();
+    const res = this.res;
+    if (this.total >= 0) {
+      const offset = res.getWriteOffset();
+      const [written, done] = res.tryEnd(chunk, this.total);
+      if (done) this.ended = true;
+      else if (!written) {
+        // uWS took only part of the chunk; keep a copy of the rest (the caller reuses its buffer).
+        this.pending = Uint8Array.prototype.slice.call(chunk, 0);
+        this.pendingOffset = offset;
+        writeOk = false;
       }
-    });
-    if (!ok) this.res.onWritable((this.writable ??= (offset) => this.onWritable(offset)));
-    return ok;
+    } else {
+      writeOk = res.write(chunk);
+    }
   }
 
   private onWritable(offset: number): boolean {
     if (this.aborted) return true;
+    // The client took bytes: its write deadline starts again.
+    this.writeTimer?.refresh();
     const pending = this.pending;
     if (pending !== null) {
       const [written, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
@@ -181,10 +226,12 @@ export class UwsDownstream implements Downstream {
       if (!written && !done) return false;
       this.pending = null;
       if (this.endAfterDrain) {
+        this.clearTimers();
         this.end();
         return true;
       }
     }
+    this.clearTimers();
     this.listener?.onDownstreamDrain();
     return true;
   }
@@ -196,27 +243,94 @@ export class UwsDownstream implements Downstream {
       return;
     }
     this.ended = true;
-    this.res.cork(() => {
-      if (this.total >= 0) {
-        // A sized body that came up short: the node broke its own Content-Length. Marked aborted
-        // first, so the close is not reported back as the client leaving.
-        this.aborted = true;
-        this.res.close();
-      } else {
-        this.res.end();
-      }
-    });
+    this.clearTimers();
+    if (this.total >= 0) {
+      // A sized body that came up short: the node broke its own Content-Length. Marked aborted
+      // first, so the close is not reported back as the client leaving.
+      this.headHeaders = null;
+      this.aborted = true;
+      this.res.close();
+      return;
+    }
+    corkWith(this, corkedEnd);
+  }
+
+  /** The end of a chunked body, inside a cork (with the kept head when no byte was written yet). */
+  endCorked(): void {
+    if (this.headHeaders !== null) this.writeHead();
+    this.res.end();
+  }
+
+  /** The body of a response that has none (HEAD, 204, 304, or Content-Length 0), inside a cork. */
+  emptyCorked(noBody: boolean): void {
+    this.writeHead();
+    if (noBody) this.res.endWithoutBody(this.total >= 0 ? this.total : undefined);
+    else this.res.end();
+  }
+
+  /** A complete reply, inside a cork. */
+  replyCorked(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void {
+    const res = this.res;
+    res.writeStatus(statusLine(status));
+    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
+    res.end(body, close);
   }
 
   destroy(): void {
     if (this.aborted || this.ended) return;
     this.ended = true;
+    this.clearTimers();
+    this.headHeaders = null;
     // Marked aborted first: the onAborted that close() fires must not report a client abort.
     this.aborted = true;
     this.res.close();
   }
 }
 
+/*
+ * Arguments of the corked functions below. uWS runs a cork's function synchronously, so one set of
+ * module-level slots serves every response, and no closure is allocated per write.
+ */
+let corked: UwsDownstream | null = null;
+let argChunk: Uint8Array | null = null;
+let argStatus = 0;
+let argHeaders: readonly string[] | null = null;
+let argBody: string | Uint8Array = '';
+let argClose = false;
+/** Result of the last corked write: false under backpressure. */
+let writeOk = true;
+
+/** Runs `fn` corked on `d`'s response, with `d` as the target of the corked functions. */
+function corkWith(d: UwsDownstream, fn: () => void): void {
+  // HOT
+  corked = d;
+  d.res.cork(fn);
+}
+
+function corkedWrite(): void {
+  corked!.writeCorked(argChunk!);
+}
+
+function corkedEnd(): void {
+  corked!.endCorked();
+}
+
+function corkedEmpty(): void {
+  corked!.emptyCorked(argClose);
+}
+
+function corkedReply(): void {
+  corked!.replyCorked(argStatus, argHeaders!, argBody, argClose);
+}
+
 function sendCloseReply(d: UwsDownstream): void {
   d.flushCloseReply();
+}
+
+function onBodyTimeout(d: UwsDownstream): void {
+  d.bodyTimedOut();
+}
+
+function onWriteTimeout(d: UwsDownstream): void {
+  d.writeTimedOut();
 }

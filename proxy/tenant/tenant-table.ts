@@ -9,6 +9,12 @@
  * length (hashing, which the caller already knows) and on the number of configured keys, not on
  * which tenant matched, whether any did, or how many leading bytes of a key were right. Comparing
  * fixed-length digests also removes the length leak a direct string comparison would have.
+ *
+ * Keys that authenticated are remembered (a bounded map from the key to its tenant, reset by every
+ * reload), so a client's next request skips the hash. Only a key that already succeeded can hit
+ * that map, so its timing reveals nothing about keys the caller does not hold; failures are never
+ * remembered and always pay the full scan. The map holds presented keys in process memory, as the
+ * request itself did; nothing writes them anywhere.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../runtime/logger.js';
@@ -64,6 +70,12 @@ export class TenantConfigError extends Error {
 
 const HEX_DIGEST = /^[0-9a-fA-F]{64}$/;
 
+/**
+ * Keys remembered after a successful authentication, per table. Bounded: the oldest is forgotten
+ * first. A reload compiles a new table, so a removed key stops working at once.
+ */
+export const AUTH_CACHE_SIZE = 1024;
+
 /** The compiled tenant table. Immutable; a reload compiles a new one. */
 export class TenantTable {
   /** Every tenant in configuration order (`tenants[i].index === i`). */
@@ -75,6 +87,11 @@ export class TenantTable {
   private readonly owners: readonly Tenant[];
   private readonly names: ReadonlyMap<string, Tenant>;
   private readonly logger: Logger | null;
+  /**
+   * Keys that authenticated recently, to their tenant (exact string match, insertion order = age).
+   * Only successes are kept, so an unknown key always pays the full constant-time scan.
+   */
+  private readonly recent = new Map<string, Tenant>();
 
   /** Use `compileTenants`. */
   constructor(
@@ -103,6 +120,8 @@ export class TenantTable {
     if (presented === undefined || presented.length === 0) {
       return allowAnonymous ? this.anonymous : null;
     }
+    const known = this.recent.get(presented);
+    if (known !== undefined) return known;
     const digest = createHash('sha256').update(presented, 'utf8').digest();
     const digests = this.digests;
     let match = -1;
@@ -115,7 +134,15 @@ export class TenantTable {
       this.logger?.debug('tenant: authentication failed (unknown api key)');
       return null;
     }
-    return this.owners[match]!;
+    const tenant = this.owners[match]!;
+    if (this.recent.size >= AUTH_CACHE_SIZE) this.recent.delete(this.recent.keys().next().value!);
+    this.recent.set(presented, tenant);
+    return tenant;
+  }
+
+  /** How many keys are remembered after a successful authentication (for tests and diagnostics). */
+  get rememberedKeys(): number {
+    return this.recent.size;
   }
 
   /** The tenant called `name`, or null. For compile time (config checks, tests), not per request. */

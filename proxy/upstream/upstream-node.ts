@@ -8,7 +8,7 @@ import { NodeTiming } from '../balance/node-timing.js';
 
 /** Connection settings that identify a node's pool; nodes with equal settings share one Pool. */
 export interface NodeConnectionOptions {
-  /** Keep-alive connections to keep at most. */
+  /** Most connections (each carries one request at a time); 0: no cap. */
   connections: number;
   /** TCP connect timeout, ms. */
   connectTimeoutMs: number;
@@ -76,7 +76,7 @@ export class UpstreamNode {
     this.id = u.origin;
     this.options = options;
     this.pool = new Pool(this.origin, {
-      connections: options.connections,
+      connections: options.connections > 0 ? options.connections : null,
       pipelining: 1,
       keepAliveTimeout: 30_000,
       keepAliveMaxTimeout: 600_000,

@@ -48,12 +48,12 @@ describe('admin API', () => {
     const body = (await (await fetch(`${t.adminUrl}/admin/config`)).json()) as {
       version: number;
       digest: string;
-      config: { pools: { name: string; connections_per_node: number }[] };
+      config: { pools: { name: string; timeouts: { connect_ms: number } }[] };
     };
     assert.equal(body.version, 1);
     assert.match(body.digest, /^[0-9a-f]{64}$/);
     assert.equal(body.config.pools[0]?.name, 'gpu');
-    assert.equal(body.config.pools[0]?.connections_per_node, 128);
+    assert.equal(body.config.pools[0]?.timeouts.connect_ms, 2000);
   });
 
   it('lists nodes with live counters', async () => {

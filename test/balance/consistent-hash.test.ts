@@ -16,7 +16,6 @@ import { join } from 'node:path';
 import { findSluiceRoot } from '../../config/sluice-root.js';
 import { createConsistentHash, type ConsistentHashOptions } from '../../proxy/balance/consistent-hash.js';
 import { HashRing, DEFAULT_POINTS_PER_WEIGHT } from '../../proxy/balance/hash-ring.js';
-import { stableHash32 } from '../../proxy/balance/stable-hash.js';
 import { Xorshift32 } from '../../proxy/balance/xorshift.js';
 import type { BalancePolicy, PoolMember } from '../../proxy/balance/balance-policy.js';
 import { eligible } from '../../proxy/balance/balance-policy.js';
@@ -272,7 +271,7 @@ function ringOrder(ms: readonly PoolMember[], key: string): UpstreamNode[] {
     DEFAULT_POINTS_PER_WEIGHT,
   );
   const order: UpstreamNode[] = [];
-  const start = ring.locate(stableHash32(key));
+  const start = ring.locate(key);
   for (let k = 0; k < ring.size && order.length < live.length; k++) {
     const node = live[ring.owners[(start + k) % ring.size]!]!.node;
     if (!order.includes(node)) order.push(node);

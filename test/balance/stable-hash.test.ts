@@ -4,7 +4,13 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fnv1a32, mix32, stableHash32, stableHashHex } from '../../proxy/balance/stable-hash.js';
+import {
+  fnv1a32,
+  mix32,
+  stableHash26,
+  stableHash32,
+  stableHashHex,
+} from '../../proxy/balance/stable-hash.js';
 
 /** FNV-1a over bytes, the textbook way. */
 function fnvBytes(bytes: Uint8Array): number {
@@ -51,6 +57,14 @@ describe('stable hash', () => {
 
   it('writes 8 hex digits, zero-padded', () => {
     for (let i = 0; i < 200; i++) assert.match(stableHashHex(`k${i}`), /^[0-9a-f]{8}$/);
+  });
+
+  it('gives the top 26 bits of the 32-bit hash as a non-negative integer below 2^26', () => {
+    for (const text of ['', 'a', 'session-42', 'é€😀', 'x'.repeat(1000)]) {
+      const h = stableHash26(text);
+      assert.equal(h, stableHash32(text) >>> 6, text);
+      assert.ok(Number.isInteger(h) && h >= 0 && h < 2 ** 26, String(h));
+    }
   });
 });
 

@@ -37,6 +37,14 @@ void describe('config/default.yaml', () => {
         port: 8080,
         max_body_bytes: 10 * 1024 * 1024,
         max_header_bytes: 16 * 1024,
+        max_header_count: 100,
+        max_url_bytes: 8192,
+        pipelining: 16,
+        header_timeout_ms: 10000,
+        body_timeout_ms: 60000,
+        write_timeout_ms: 30000,
+        write_buffer_bytes: 65536,
+        max_connections: 0,
       },
     ]);
     assert.deepEqual(config.admin, { address: '127.0.0.1', port: 9901 });
@@ -49,7 +57,7 @@ void describe('config/default.yaml', () => {
       [9100, 9101, 9102, 9103].map((port) => ({ url: `http://127.0.0.1:${port}`, weight: 1 })),
     );
     assert.deepEqual(pool.balance, { kind: 'round-robin' });
-    assert.equal(pool.connections_per_node, 128);
+    assert.equal(pool.connections_per_node, undefined, 'no connection cap unless configured');
     assert.deepEqual(pool.timeouts, DEFAULT_TIMEOUTS);
   });
 
@@ -87,7 +95,21 @@ void describe('config/examples', () => {
     const config = await load(join(examplesDir, 'minimal.yaml'));
     assert.deepEqual(config, {
       listeners: [
-        { name: 'public', address: '0.0.0.0', port: 8080, max_body_bytes: 10485760, max_header_bytes: 16384 },
+        {
+          name: 'public',
+          address: '0.0.0.0',
+          port: 8080,
+          max_body_bytes: 10485760,
+          max_header_bytes: 16384,
+          max_header_count: 100,
+          max_url_bytes: 8192,
+          pipelining: 0,
+          header_timeout_ms: 10000,
+          body_timeout_ms: 60000,
+          write_timeout_ms: 30000,
+          write_buffer_bytes: 65536,
+          max_connections: 0,
+        },
       ],
       admin: { address: '127.0.0.1', port: 9901 },
       server: { drain_timeout_ms: 30000, reload_debounce_ms: 100 },
@@ -99,7 +121,6 @@ void describe('config/examples', () => {
             { url: 'http://10.0.0.8:8000', weight: 1 },
           ],
           balance: { kind: 'round-robin' },
-          connections_per_node: 128,
           max_in_flight_per_node: 0,
           timeouts: DEFAULT_TIMEOUTS,
           health: {
@@ -132,6 +153,8 @@ void describe('config/examples', () => {
         },
       ],
       rate_limits: { store: 'memory', default_max_tokens: 1024, max_retry_after_ms: 60000 },
+      plugins: [],
+      plugin_store: { store: 'memory', max_entries: 100000 },
     });
   });
 

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { BASE_LINES, errorsOf, onlyErrorOf, placesOf, yamlLines } from './config-fixtures.js';
 
 const ROOT_KEYS =
-  'version, listeners, admin, server, pools, routes, simulator, tenants, anonymous_tenant, rate_limits, batch_api';
+  'version, listeners, admin, server, pools, routes, simulator, tenants, anonymous_tenant, rate_limits, batch_api, plugins, plugin_store';
 
 void describe('unknown keys', () => {
   void it('points at the key itself, lists the allowed keys and suggests the closest one', () => {
@@ -56,7 +56,7 @@ void describe('unknown keys', () => {
     );
     assert.equal(
       errors[1]!.message,
-      'unknown key "priority"; allowed keys: name, match, pool, split, pin_header, sticky_header, fallback, mirror, retries, route_header, timeouts, allow_anonymous, batching',
+      'unknown key "priority"; allowed keys: name, match, pool, split, pin_header, sticky_header, fallback, mirror, retries, route_header, timeouts, allow_anonymous, batching, plugins',
     );
   });
 

@@ -52,6 +52,27 @@ void describe('routes and pools', () => {
     assert.equal(errors[1]!.message, 'duplicate listener name "web": listeners[0] already uses it');
   });
 
+  void it('rejects connections_per_node below an in-flight limit, and accepts it at or above', () => {
+    const pool = (...extra: string[]): string =>
+      yamlLines(
+        'pools:',
+        '  - name: gpu',
+        '    nodes: [{url: "http://127.0.0.1:9100"}]',
+        ...extra.map((l) => `    ${l}`),
+        'routes: [{name: all, pool: gpu}]',
+      );
+    const breaker = onlyErrorOf(pool('connections_per_node: 8', 'max_in_flight_per_node: 16'));
+    assert.match(breaker.message, /^8 connections per node are fewer than max_in_flight_per_node \(16\)/);
+    assert.equal(breaker.path, 'pools[0].connections_per_node');
+    const admission = onlyErrorOf(pool('connections_per_node: 8', 'admission: {max_in_flight_per_node: 32}'));
+    assert.match(
+      admission.message,
+      /fewer than admission\.max_in_flight_per_node \(32\).*unseen by admission/,
+    );
+    configOf(pool('connections_per_node: 16', 'max_in_flight_per_node: 16'));
+    configOf(pool('max_in_flight_per_node: 16'));
+  });
+
   void it('rejects a route with both path and path_prefix, at the second key', () => {
     const error = onlyErrorOf(yamlLines(...BASE_LINES, '    match: {path: /v1/models, path_prefix: /v1/}'));
     assert.deepEqual(placesOf([error]), ['8:31 routes[0].match.path_prefix']);

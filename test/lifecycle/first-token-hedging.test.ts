@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basicConfig, findNode, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { PROBE_PLUGIN, probeTrace } from '../plugin/plugin-helpers.js';
 
 /** How a node answers a stream: delays of its head and of its first event after the head, ms. */
 interface Timing {
@@ -71,6 +72,9 @@ interface Answer {
   status: number;
   route: string;
   body: string;
+  /** The request id, and the `x-probe` header a route plugin set ('' without one). */
+  id: string;
+  probe: string;
 }
 
 async function stream(t: TestSluice): Promise<Answer> {
@@ -79,7 +83,13 @@ async function stream(t: TestSluice): Promise<Answer> {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
   });
-  return { status: r.status, route: r.headers.get('x-sluice-route') ?? '', body: await r.text() };
+  return {
+    status: r.status,
+    route: r.headers.get('x-sluice-route') ?? '',
+    body: await r.text(),
+    id: r.headers.get('x-request-id') ?? '',
+    probe: r.headers.get('x-probe') ?? '',
+  };
 }
 
 /** Hedged attempts the pool has sent so far, from the metrics. */
@@ -112,20 +122,26 @@ describe('hedging on the first token of a stream', { timeout: 60_000 }, () => {
     await b.close();
   });
 
-  /** A Sluice hedging at the p95 of recent samples, after 5 warm-up streams. */
-  async function start(): Promise<TestSluice> {
+  /** A Sluice hedging at the p95 of recent samples, after 5 warm-up streams; `plugins`: the probe on the route. */
+  async function start(plugins = false): Promise<TestSluice> {
     const s = await startTestSluice(
-      basicConfig([a.url, b.url], '', {
-        pool: '    hedge: { min_samples: 5, min_delay_ms: 10, budget_percent: 100, percentile: 95 }',
-        route: '    route_header: true',
-      }),
+      basicConfig(
+        [a.url, b.url],
+        plugins
+          ? `plugins:\n  - name: probe\n    use: ${PROBE_PLUGIN}\n    options: { label: hedged, chunks: true }\n`
+          : '',
+        {
+          pool: '    hedge: { min_samples: 5, min_delay_ms: 10, budget_percent: 100, percentile: 95 }',
+          route: `    route_header: true${plugins ? '\n    plugins: [probe]' : ''}`,
+        },
+      ),
     );
     for (let i = 0; i < 10; i++) assert.equal((await stream(s)).status, 200);
     return s;
   }
 
   /** Sends 4 streams at once to a pool where A is slow: the ones that went to A first are hedged to B. */
-  async function assertHedgedToB(s: TestSluice): Promise<void> {
+  async function assertHedgedToB(s: TestSluice): Promise<Answer[]> {
     const started = performance.now();
     const answers = await Promise.all(Array.from({ length: 4 }, () => stream(s)));
     const ms = performance.now() - started;
@@ -143,6 +159,7 @@ describe('hedging on the first token of a stream', { timeout: 60_000 }, () => {
     await waitFor(() => findNode(s, a.url)!.inFlight === 0, 1500, 'the attempts on A to be cancelled');
     const metrics = await (await fetch(`${s.adminUrl}/metrics`)).text();
     assert.match(metrics, /sluice_pool_hedge_wins_total\{pool="gpu"\} [1-9]/);
+    return answers;
   }
 
   it('hedges a stream whose head came at once but whose first token did not', async () => {
@@ -155,6 +172,18 @@ describe('hedging on the first token of a stream', { timeout: 60_000 }, () => {
     t = await start();
     a.timing = { headMs: 5000, tokenMs: 0 };
     await assertHedgedToB(t);
+  });
+
+  it('sends the winner of a hedged stream through the route plugins, once, and nothing of the loser', async () => {
+    t = await start(true);
+    a.timing = { headMs: 0, tokenMs: 5000 };
+    const answers = await assertHedgedToB(t);
+    for (const x of answers) {
+      assert.equal(x.probe, 'hedged', 'the plugin saw the winner’s head');
+      const phases = probeTrace().get(x.id) ?? [];
+      assert.equal(phases.filter((p) => p === 'probe:onResponseHead').length, 1, phases.join(' '));
+      assert.ok(phases.includes('probe:onResponseChunk'), 'the events went through the chunk hook');
+    }
   });
 
   it('takes the delay from recent times to first token, so a stream as fast as those is not hedged', async () => {

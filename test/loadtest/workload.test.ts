@@ -33,6 +33,8 @@ function chat(overrides: Partial<ChatMix> = {}): ChatMix {
     outputTokens: fixed(8),
     hotShare: 0,
     hotKey: 'hot',
+    repeatDistinct: 0,
+    repeatZipf: 1,
     ...overrides,
   };
 }
@@ -200,5 +202,33 @@ describe('length distributions and arrivals', () => {
       assert.ok(Math.abs((counts[0] ?? 0) - 1000) <= (poisson ? 100 : 1), `stream 0: ${counts[0]}`);
       assert.ok(Math.abs((counts[1] ?? 0) - 100) <= (poisson ? 30 : 1), `stream 1: ${counts[1]}`);
     }
+  });
+});
+
+describe('repeated requests (a cache workload)', () => {
+  it('draws temperature-0 requests from the distinct prompts, popular ones most, the same in every run', () => {
+    const mix = chat({
+      turns: fixed(1),
+      stream: false,
+      repeatDistinct: 50,
+      repeatZipf: 1,
+      userTokens: fixed(10),
+    });
+    const bodies = (seed: number): string[] => {
+      const src = new RequestSource(workload([mix]), seed, 32768);
+      return Array.from({ length: 2000 }, () => src.next().body);
+    };
+    const a = bodies(5);
+    assert.deepEqual(a, bodies(5));
+    const counts = new Map<string, number>();
+    for (const b of a) counts.set(b, (counts.get(b) ?? 0) + 1);
+    assert.ok(counts.size <= 50 && counts.size > 30, `${counts.size} distinct`);
+    const first = JSON.parse(a[0]!) as { temperature: number; stream?: boolean; messages: unknown[] };
+    assert.equal(first.temperature, 0);
+    assert.equal(first.stream, undefined);
+    assert.equal(first.messages.length, 1);
+    // Zipf(1) over 50: the most popular prompt gets about 1 / H(50) = 22 % of requests.
+    const top = Math.max(...counts.values());
+    assert.ok(top > 2000 * 0.15 && top < 2000 * 0.3, `top prompt ${top} of 2000`);
   });
 });

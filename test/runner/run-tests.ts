@@ -160,7 +160,8 @@ async function main(): Promise<void> {
   const here = dirname(fileURLToPath(import.meta.url));
   const dist = join(here, '..', '..');
   const filters = process.argv.slice(2);
-  const all = findTestFiles(join(dist, 'test'), dist);
+  // First-party plugins keep their tests beside them (plugins/<name>/*.test.ts).
+  const all = [...findTestFiles(join(dist, 'test'), dist), ...findTestFiles(join(dist, 'plugins'), dist)];
   const files = filters.length === 0 ? all : all.filter((f) => filters.some((x) => f.includes(x)));
   if (files.length === 0) {
     console.error(`no test file matches ${filters.join(' ')}`);

