@@ -15,9 +15,10 @@ import { createCacheAware } from '../../proxy/balance/cache-aware.js';
 import { createConsistentHash } from '../../proxy/balance/consistent-hash.js';
 import { createLeastRequest } from '../../proxy/balance/least-request.js';
 import { createLeastResponseTime } from '../../proxy/balance/least-response-time.js';
-import { chargePrefill } from '../../proxy/balance/node-timing.js';
-import { blockHashes } from '../../proxy/balance/prompt-blocks.js';
+import { chargePrefill, settlePrefill } from '../../proxy/balance/node-timing.js';
+import { blockHashes, type PromptBlocks } from '../../proxy/balance/prompt-blocks.js';
 import { createRoundRobin } from '../../proxy/balance/round-robin.js';
+import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { benchMembers } from './bench-fixtures.js';
 import type { MicroBenchmark } from './micro-benchmark.js';
 
@@ -84,36 +85,63 @@ function pick(kind: string, factory: (m: PoolMember[]) => BalancePolicy, keyed: 
 
 /** One turn of a benchmark conversation, its prompt blocks hashed once (as the session does). */
 interface Turn {
-  readonly blocks: Uint32Array;
+  readonly blocks: PromptBlocks;
   readonly prompt: number;
   readonly key: string;
 }
 
+/** Attempts whose prefill stays charged to their node in the cache-aware benchmark (then settled). */
+const OUTSTANDING = 32;
+
 /**
  * A cache-aware pick with a warm index: 64 conversations of 8 turns over 8 system prompts were
  * routed first (each turn ~4,000 to ~12,000 tokens, so 60–190 prompt blocks), then each call places
- * the next turn of one of them, prompt blocks already hashed (the session hashes once per request).
+ * a turn of one of them, prompt blocks already hashed (the session hashes once per request). As the
+ * session does, each pick charges its uncached prompt to the node's prefill queue, settled 32 picks
+ * later, so queues move and the conversations spread over the nodes.
  */
 function cacheAwareLoop(): () => unknown {
   const policy = createCacheAware(benchFleet(), {});
+  const charged: { node: UpstreamNode | null; tokens: number }[] = Array.from(
+    { length: OUTSTANDING },
+    () => ({
+      node: null,
+      tokens: 0,
+    }),
+  );
+  let c = 0;
+  const place = (req: TurnRequest): UpstreamNode | null => {
+    const slot = charged[c]!;
+    c = c + 1 === OUTSTANDING ? 0 : c + 1;
+    if (slot.node !== null) settlePrefill(slot.node, slot.tokens);
+    const node = policy.pick(req, NO_NODES);
+    slot.node = node;
+    slot.tokens = Math.max(1, req.promptTokens - req.cachedTokens);
+    if (node !== null) chargePrefill(node, slot.tokens, 0);
+    return node;
+  };
   const turns: Turn[] = [];
   for (let c = 0; c < 64; c++) {
     let text = `system prompt ${c % 8} `.repeat(400);
     for (let t = 0; t < 8; t++) {
       text += `turn ${t} of conversation ${c}: `.repeat(120);
-      turns.push({ blocks: blockHashes(text), prompt: Math.ceil(text.length / 4), key: `conversation-${c}` });
+      turns.push({
+        blocks: { hashes: blockHashes(text), historyTokens: 0 },
+        prompt: Math.ceil(text.length / 4),
+        key: `conversation-${c}`,
+      });
     }
   }
   const req = new TurnRequest(turns[0]!);
   // Warm: every turn placed once, in conversation order.
   for (const t of turns) {
     req.turn = t;
-    policy.pick(req, NO_NODES);
+    place(req);
   }
   let i = 0;
   return () => {
     req.turn = turns[(i++ * 61) % turns.length]!;
-    return policy.pick(req, NO_NODES);
+    return place(req);
   };
 }
 
@@ -138,12 +166,8 @@ class TurnRequest implements PickRequest {
     return this.turn.prompt;
   }
 
-  promptBlocks(): Uint32Array {
+  promptBlocks(): PromptBlocks {
     return this.turn.blocks;
-  }
-
-  historyTokens(): number {
-    return 0;
   }
 }
 

@@ -5,6 +5,7 @@
  * through the node's fields.
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import type { PromptBlocks } from './prompt-blocks.js';
 
 /** A node as a member of one pool, with that pool's weight for it. */
 export interface PoolMember {
@@ -50,12 +51,11 @@ export interface PickRequest {
    */
   queuedMs: number;
   /**
-   * The prompt's block hashes (`prompt-blocks.ts`), computed once per request on first call; read
-   * by cache-aware. Absent on requests that carry no prompt text (batch calls, mirrors).
+   * The prompt's block hashes and the size of the conversation before its last message
+   * (`prompt-blocks.ts`), computed once per request on the first call, however many picks follow;
+   * read by cache-aware. Absent on requests that carry no prompt text (batch calls, mirrors).
    */
-  promptBlocks?(): Uint32Array;
-  /** Tokens of the prompt before its last message (`promptHistoryTokens`); read by cache-aware. */
-  historyTokens?(): number;
+  promptBlocks?(): PromptBlocks;
 }
 
 /**

@@ -11,12 +11,13 @@
  *
  * A node whose queued prefill is far above the pool's mean gets no cache credit (least-load).
  */
-import { AffinityOutcome, eligible } from './balance-policy.js';
+import { AffinityOutcome } from './balance-policy.js';
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
 import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
 import { ExpectedTtft } from './expected-ttft.js';
 import { MemberTable, candidateWeight } from './member-table.js';
 import { PrefixIndex } from './prefix-index.js';
+import { FIXED_WORK_TOKENS } from './node-timing.js';
 import { PROMPT_BLOCK_TOKENS } from './prompt-blocks.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
@@ -35,7 +36,7 @@ const HOME_HISTORY_SHARE = 1;
 /** Scraped KV-cache usage above which a node's cached prefix counts less and less (it evicts). */
 const KV_EVICTING = 0.9;
 
-const NO_BLOCKS = new Uint32Array(0);
+const NO_BLOCKS = new Int32Array(0);
 
 /** Cache-aware over a fixed member list. */
 export class CacheAwarePolicy implements BalancePolicy {
@@ -57,8 +58,6 @@ export class CacheAwarePolicy implements BalancePolicy {
   private readonly candidate: Float64Array;
   /** Slot the next scan starts at, so members with equal scores take turns. */
   private cursor = 0;
-  /** The pick in progress (one object per policy, reused). */
-  private readonly scratch = new PickScratch();
 
   constructor(members: readonly PoolMember[], options: BalanceOptions) {
     this.table = new MemberTable(members);
@@ -98,8 +97,8 @@ export class CacheAwarePolicy implements BalancePolicy {
    * The candidate with the lowest expected time to first token per unit of weight, its prompt
    * reduced by the prefix it likely holds; null when there is none. Writes `expectedTtftMs`,
    * `queuedMs` and `cachedTokens` of the winner, and `affinityOutcome`: `hit` when the winner had
-   * the largest cached estimate among the candidates, `spill` when load sent the request past a
-   * node with more cached, `none` when no candidate had anything cached. Then records the
+   * the largest cached estimate among the nodes scored (the home always is), `spill` when load sent
+   * the request past one with more cached, `none` when none had anything cached. Then records the
    * request's prompt blocks in the winner's index.
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
@@ -107,94 +106,107 @@ export class CacheAwarePolicy implements BalancePolicy {
     const { nodes, weights, length } = this.table;
     const cand = this.candidate;
     let count = 0;
-    let queuedSum = 0;
-    let queuedCount = 0;
-    const expected = this.expected;
     for (let i = 0; i < length; i++) {
-      const node = nodes[i]!;
-      const w = candidateWeight(node, weights[i]!, tried);
+      const w = candidateWeight(nodes[i]!, weights[i]!, tried);
       cand[i] = w;
       if (w > 0) count++;
     }
     req.affinityOutcome = AffinityOutcome.none;
     if (count === 0) return null;
     const prompt = req.promptTokens;
+    const expected = this.expected;
     expected.prepare(prompt);
-    for (let i = 0; i < length; i++) {
-      const node = nodes[i]!;
-      if (eligible(node)) {
-        queuedSum += expected.queuedTokens(node);
-        queuedCount++;
-      }
-    }
-    const creditLimit =
-      (1 + this.epsilon) * (queuedCount > 0 ? queuedSum / queuedCount : 0) + this.spillFloor;
-    const blocks = req.promptBlocks === undefined ? NO_BLOCKS : req.promptBlocks();
+    const rate = expected.rate;
+    const queued = expected.queued;
+    const creditLimit = (1 + this.epsilon) * expected.queuedMean + this.spillFloor;
+    const pb = req.promptBlocks === undefined ? null : req.promptBlocks();
+    const blocks = pb === null ? NO_BLOCKS : pb.hashes;
+    const n = blocks.length;
     const home = this.homeSlot(req.affinityKey);
     // The home is assumed to hold the key's prefix and the conversation so far (it served the
     // earlier turns unless load moved one): every instance then agrees where a conversation lives,
     // whatever its own index saw, and a conversation that load moved comes back next turn.
-    const history = home >= 0 && req.historyTokens !== undefined ? req.historyTokens() : 0;
+    const history = home >= 0 && pb !== null ? pb.historyTokens : 0;
     const homeCredit =
       HOME_HISTORY_SHARE * history > this.homeTokens ? HOME_HISTORY_SHARE * history : this.homeTokens;
 
-    const s = this.scratch;
-    s.best = -1;
-    s.bestScore = Infinity;
-    s.mostCached = 0;
-    s.homeCredit = homeCredit;
-    // The home node first: it usually sets a score that lets the others be skipped unread.
-    if (home >= 0) this.consider(home, blocks, prompt, home, creditLimit);
-    let i = this.cursor;
-    for (let k = 0; k < length; k++, i = i + 1 === length ? 0 : i + 1) {
-      if (i !== home && cand[i]! > 0) this.consider(i, blocks, prompt, home, creditLimit);
+    let best = -1;
+    let bestScore = Infinity; // ms per unit of weight
+    let bestEstimate = 0; // ms
+    let bestCached = 0; // tokens
+    let bestMatched = 0; // blocks
+    let bestInFlight = 0;
+    let mostCached = 0; // tokens, the most any node scored holds
+    // The home node first (k = -1): it usually sets a score that lets the others be skipped unread.
+    let next = this.cursor;
+    for (let k = home >= 0 ? -1 : 0; k < length; k++) {
+      let i = home;
+      if (k >= 0) {
+        i = next;
+        next = next + 1 === length ? 0 : next + 1;
+        if (i === home) continue;
+      }
+      const w = cand[i]!;
+      if (w === 0) continue;
+      const r = rate[i]!;
+      const q = queued[i]!;
+      // Expected time to first token = r × (q + own prefill + FIXED_WORK_TOKENS), ms. Not even a
+      // fully cached prompt can beat the best so far: the node's index is not read.
+      if ((r * (q + 1 + FIXED_WORK_TOKENS)) / w > bestScore) continue;
+      const node = nodes[i]!;
+      const kv = node.scrapedKvUsage;
+      // Share of its cached prefix a node keeps: less and less once its KV cache is nearly full.
+      const keep = kv > KV_EVICTING ? (kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING)) : 1;
+      let matched = 0;
+      if (n > 0 && keep > 0) {
+        const index = this.indexes[i]!;
+        let held = 0;
+        // A node holds a prompt's blocks as a prefix (prefix-index.ts), so one probe near the block
+        // it would need to hold to reach the best score settles most nodes. (A node queued past the
+        // credit limit gets no credit; its index is read only for the hit/spill report.)
+        if (i !== home && best >= 0 && q <= creditLimit) {
+          const cachedNeeded = q + prompt + FIXED_WORK_TOKENS - (bestScore * w) / r;
+          const blocksNeeded = cachedNeeded / (PROMPT_BLOCK_TOKENS * keep);
+          if (blocksNeeded >= n + 2) continue;
+          // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An
+          // int32, not Math.floor's double, which the call below would box.
+          const need = (blocksNeeded | 0) - 1;
+          if (need >= 1) {
+            held = index.atLeast(blocks, need);
+            if (held < 0) continue;
+          }
+        }
+        matched = index.matchedBlocks(blocks, held);
+      }
+      let cached = matched * PROMPT_BLOCK_TOKENS;
+      if (i === home && cached < homeCredit) cached = homeCredit;
+      cached *= keep;
+      if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
+      if (cached > mostCached) mostCached = cached;
+      if (q > creditLimit) cached = 0;
+      const estimate = r * (q + (prompt - cached) + FIXED_WORK_TOKENS);
+      const score = estimate / w;
+      if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
+        best = i;
+        bestScore = score;
+        bestEstimate = estimate;
+        bestCached = cached;
+        bestMatched = matched;
+        bestInFlight = node.inFlight;
+      }
     }
     this.cursor = this.cursor + 1 === length ? 0 : this.cursor + 1;
-    const best = s.best;
     if (best < 0) return null;
-    if (s.mostCached > 0) {
-      req.affinityOutcome = s.bestCached >= s.mostCached ? AffinityOutcome.hit : AffinityOutcome.spill;
+    if (mostCached > 0) {
+      req.affinityOutcome = bestCached >= mostCached ? AffinityOutcome.hit : AffinityOutcome.spill;
     }
-    req.cachedTokens = s.bestCached;
+    req.cachedTokens = bestCached;
     if (expected.probed) {
-      req.expectedTtftMs = s.bestEstimate;
-      req.queuedMs = expected.rateOf(best) * s.bestQueued;
+      req.expectedTtftMs = bestEstimate;
+      req.queuedMs = rate[best]! * queued[best]!;
     }
-    if (blocks.length > 0) this.indexes[best]!.record(blocks, s.bestMatched);
+    if (n > 0) this.indexes[best]!.record(blocks, bestMatched);
     return nodes[best]!;
-  }
-
-  /**
-   * Scores slot `i` into the scratch, unless even a fully cached prompt could not beat the best so
-   * far (then its index is not read at all).
-   */
-  private consider(i: number, blocks: Uint32Array, prompt: number, home: number, creditLimit: number): void {
-    // HOT
-    const s = this.scratch;
-    const w = this.candidate[i]!;
-    const node = this.table.nodes[i]!;
-    const expected = this.expected;
-    if (expected.estimate(i, node, 1) / w > s.bestScore) return;
-    const queued = expected.queuedTokens(node);
-    const matched = blocks.length === 0 ? 0 : this.indexes[i]!.matchedBlocks(blocks);
-    let cached = matched * PROMPT_BLOCK_TOKENS;
-    if (i === home && cached < s.homeCredit) cached = s.homeCredit;
-    const kv = node.scrapedKvUsage;
-    if (kv > KV_EVICTING) cached *= kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING);
-    if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
-    if (cached > s.mostCached) s.mostCached = cached;
-    if (queued > creditLimit) cached = 0;
-    const estimate = expected.estimate(i, node, prompt - cached);
-    const score = estimate / w;
-    if (score < s.bestScore || (score === s.bestScore && node.inFlight < s.bestInFlight)) {
-      s.best = i;
-      s.bestScore = score;
-      s.bestEstimate = estimate;
-      s.bestQueued = queued;
-      s.bestCached = cached;
-      s.bestMatched = matched;
-      s.bestInFlight = node.inFlight;
-    }
   }
 
   /** Member slot of the key's home: the first candidate clockwise from its hash; -1 without a key. */
@@ -213,27 +225,6 @@ export class CacheAwarePolicy implements BalancePolicy {
     }
     return -1;
   }
-}
-
-/** The best candidate so far of the pick in progress. */
-class PickScratch {
-  /** Member slot; -1 before any. */
-  best = -1;
-  /** ms per unit of weight. */
-  bestScore = Infinity;
-  /** ms */
-  bestEstimate = 0;
-  /** tokens */
-  bestQueued = 0;
-  /** tokens */
-  bestCached = 0;
-  /** Leading prompt blocks the winner's index holds. */
-  bestMatched = 0;
-  bestInFlight = 0;
-  /** Largest cached estimate among the nodes scored, tokens. */
-  mostCached = 0;
-  /** Tokens the home node is credited with when its index shows less, this pick. */
-  homeCredit = 0;
 }
 
 function positive(v: number | undefined, fallback: number): number {

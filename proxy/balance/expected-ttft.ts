@@ -2,8 +2,9 @@
  * The expected time to first token of a request on each member of a pool: the prefill work queued
  * ahead of it on the node plus its own, times the node's learned milliseconds per token of work.
  * Least-response-time scores with it directly and cache-aware trades it against the cached prefix,
- * so both read load through this one term. Per-pick state lives in typed arrays sized at build; a
- * pick reads no clock and allocates nothing.
+ * so both read load through this one term. Per-pick state lives in typed arrays sized at build,
+ * which the policies read directly (a double passed to or returned from a call that is not inlined
+ * is boxed, an allocation); a pick reads no clock and allocates nothing.
  *
  *   expected(node) = rate(node) × (queued(node) + own + FIXED_WORK_TOKENS)            ms
  *   queued(node)   = node.timing.pendingTokens                                        tokens
@@ -23,12 +24,16 @@ const MIN_RATE = 1e-6;
 export class ExpectedTtft {
   private readonly nodes: readonly UpstreamNode[];
   private readonly halfLifeMs: number;
-  /** Scratch per slot: ms of time to first token per token of work, for the pick in progress. */
-  private readonly rate: Float64Array;
+  /** Per slot, for the pick in progress: ms of time to first token per token of work. */
+  readonly rate: Float64Array;
+  /** Per slot, for the pick in progress: prefill work queued ahead of a new request, tokens. */
+  readonly queued: Float64Array;
   /** Scratch per slot: weight of the node's own rate against the pool reference (0 = unprobed). */
   private readonly fresh: Float64Array;
   /** Running mean of the prompt tokens of the requests placed, tokens; 0 before the first pick. */
   meanPromptTokens = 0;
+  /** Mean of `queued` over the eligible members for the pick in progress, tokens (0 with none). */
+  queuedMean = 0;
   /**
    * Which series the pick in progress reads: true when some eligible member has streamed first
    * tokens (time to first token), false when only heads of answers that are not streamed are known.
@@ -46,15 +51,16 @@ export class ExpectedTtft {
     this.nodes = nodes;
     this.halfLifeMs = halfLifeMs !== undefined && halfLifeMs > 0 ? halfLifeMs : DEFAULT_TTFB_HALF_LIFE_MS;
     this.rate = new Float64Array(nodes.length);
+    this.queued = new Float64Array(nodes.length);
     this.fresh = new Float64Array(nodes.length);
   }
 
   /**
    * Prepares the estimates of one pick for a request of `promptTokens`: folds the request into the
-   * mean prompt size, then sets each member's rate. A member without samples gets the pool's
-   * reference rate (a fair start); a member whose last sample is older than the pool's newest fades
-   * toward it by `2^(−age / halfLife)`, so a node that was slow once is probed again rather than
-   * starved. The reference is the mean of the eligible members' rates weighted by that freshness.
+   * mean prompt size, sets each member's queued work (`queued`), then each member's rate (`rate`).
+   * A member without samples gets the pool's reference rate (a fair start); a member whose last
+   * sample is older than the pool's newest fades toward it by `2^(−age / halfLife)`, so a node that
+   * was slow once is probed again rather than starved. The reference is the mean of the eligible members' rates weighted by that freshness.
    * With no sample anywhere every rate is 1: the estimate is then the work queued, in tokens.
    * The rates are recomputed only when a sample arrived or a member's eligibility changed since the
    * previous pick; otherwise a pick reuses them.
@@ -69,8 +75,24 @@ export class ExpectedTtft {
     }
     const nodes = this.nodes;
     const n = nodes.length;
+    const queued = this.queued;
+    const mean = this.meanPromptTokens;
     let flags = 0;
-    for (let i = 0; i < n; i++) flags = (Math.imul(flags, 31) + (eligible(nodes[i]!) ? 1 : 2)) | 0;
+    let sum = 0;
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      const node = nodes[i]!;
+      const t = node.timing;
+      const q = t.pendingTokens + t.foreignWaiting(node.scrapedWaiting) * mean;
+      queued[i] = q;
+      const ok = eligible(node);
+      if (ok) {
+        sum += q;
+        count++;
+      }
+      flags = (Math.imul(flags, 31) + (ok ? 1 : 2)) | 0;
+    }
+    this.queuedMean = count > 0 ? sum / count : 0;
     if (ratioSamples.count === this.samplesSeen && flags === this.eligibleSeen) return;
     this.samplesSeen = ratioSamples.count;
     this.eligibleSeen = flags;
@@ -126,25 +148,13 @@ export class ExpectedTtft {
     }
   }
 
-  /** Prefill work queued ahead of a new request on `node`, tokens (see the module comment). */
-  queuedTokens(node: UpstreamNode): number {
-    // HOT
-    const t = node.timing;
-    return t.pendingTokens + t.foreignWaiting(node.scrapedWaiting) * this.meanPromptTokens;
-  }
-
-  /** Milliseconds of time to first token per token of work on slot `i`, as prepared. */
-  rateOf(i: number): number {
-    return this.rate[i]!;
-  }
-
   /**
    * Expected time to first token, ms (tokens while not `probed`), of a request whose prefill is
-   * `ownTokens` on slot `i` (node `node`), after `prepare`.
+   * `ownTokens` on slot `i`, after `prepare`. For tests and diagnostics: policies compute
+   * `rate[i] × (queued[i] + own + FIXED_WORK_TOKENS)` inline.
    */
-  estimate(i: number, node: UpstreamNode, ownTokens: number): number {
-    // HOT
-    return this.rate[i]! * (this.queuedTokens(node) + ownTokens + FIXED_WORK_TOKENS);
+  estimate(i: number, ownTokens: number): number {
+    return this.rate[i]! * (this.queued[i]! + ownTokens + FIXED_WORK_TOKENS);
   }
 }
 

@@ -8,6 +8,7 @@
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
 import { ExpectedTtft } from './expected-ttft.js';
 import { MemberTable, candidateWeight } from './member-table.js';
+import { FIXED_WORK_TOKENS } from './node-timing.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
 /** Least-response-time over a fixed member list. */
@@ -49,6 +50,8 @@ export class LeastResponseTimePolicy implements BalancePolicy {
     const own = req.promptTokens;
     expected.prepare(own);
 
+    const rate = expected.rate;
+    const queued = expected.queued;
     let best = -1;
     let bestScore = Infinity;
     let bestEstimate = 0;
@@ -58,7 +61,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
       const w = cand[i]!;
       if (w === 0) continue;
       const node = nodes[i]!;
-      const estimate = expected.estimate(i, node, own);
+      const estimate = rate[i]! * (queued[i]! + own + FIXED_WORK_TOKENS);
       const score = estimate / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;

@@ -4,35 +4,49 @@
  * evicts, oldest first. Approximate by design and bounded: two generations of a fixed-size
  * open-addressing set, allocated once; recording and lookups never allocate.
  *
- *   current  [ . h7 . . h9 h2 . . ]   inserts and touches go here
- *   previous [ h1 . h4 . . . h3 . ]   the generation before; a lookup looks in both
- *   when current holds `2/3 × capacity` blocks: previous is dropped, current becomes previous
+ *   current  [ . h7 . . h11 h3 . . ]   inserts and touches go here
+ *   previous [ h15 . h4 . . . h3 . ]   the generation before; a lookup looks in both
+ *   when current holds its share of entries: previous is dropped, current becomes previous
  *
  * So the set holds between 2/3 and 4/3 of `capacity` of the most recently used blocks, the node's
  * cache size on average: an LRU with eviction in batches instead of one block at a time.
+ *
+ * Not every block is stored. A block hash covers all text before it, so a prompt is recorded by
+ * its checkpoints, every CHECKPOINT_BLOCKS-th block (blocks 3, 7, 11, ...), and its last block:
+ *
+ *   prompt P (14 blocks)   0 1 2 [3] 4 5 6 [7] 8 9 10 [11] 12 [13]     [ ] = recorded
+ *   next turn Q (20)       matched: checkpoints 3, 7, 11 held, then P's last block 13 → 14 blocks
+ *
+ * A prompt that extends a recorded one (the next turn of a conversation) matches exactly; one that
+ * shares only part of a recorded prompt matches to the last checkpoint of that part (at most
+ * CHECKPOINT_BLOCKS − 1 blocks short). Recording costs a quarter of the hash-table writes it would
+ * with every block, and the tables a quarter of the memory for the same capacity.
  */
 
-/** Bytes of one slot (a 32-bit block hash; 0 = empty). */
+/** Bytes of one slot (a 30-bit block hash in an int32; 0 = empty). */
 const SLOT_BYTES = 4;
+/** Every how many blocks a prompt is recorded (see the module comment). */
+export const CHECKPOINT_BLOCKS = 4;
 
 export class PrefixIndex {
-  /** Blocks one generation holds before it becomes the previous one. */
+  /** Entries one generation holds before it becomes the previous one. */
   readonly generationBlocks: number;
-  private current: Uint32Array;
-  private previous: Uint32Array;
+  private current: Int32Array;
+  private previous: Int32Array;
   private readonly mask: number;
-  /** Blocks in `current`. */
+  /** Entries in `current`. */
   private count = 0;
 
   /** An index for a node caching about `capacityBlocks` blocks (at least 16). */
   constructor(capacityBlocks: number) {
-    this.generationBlocks = Math.max(8, Math.ceil((capacityBlocks * 2) / 3));
+    // A prompt of k blocks takes about k / CHECKPOINT_BLOCKS + 1 entries.
+    this.generationBlocks = Math.max(8, Math.ceil((capacityBlocks * 2) / (3 * CHECKPOINT_BLOCKS)));
     // Load factor at most 1/2, so a probe sequence stays short.
     let size = 16;
     while (size < this.generationBlocks * 2) size *= 2;
     this.mask = size - 1;
-    this.current = new Uint32Array(size);
-    this.previous = new Uint32Array(size);
+    this.current = new Int32Array(size);
+    this.previous = new Int32Array(size);
   }
 
   /** Bytes the index holds, fixed at construction. */
@@ -40,7 +54,7 @@ export class PrefixIndex {
     return (this.current.length + this.previous.length) * SLOT_BYTES;
   }
 
-  /** Blocks held now (both generations; a block in both counts twice), for tests and diagnostics. */
+  /** Entries held now (both generations; one in both counts twice), for tests and diagnostics. */
   get size(): number {
     let n = 0;
     for (const t of [this.current, this.previous]) for (let i = 0; i < t.length; i++) if (t[i] !== 0) n++;
@@ -54,38 +68,69 @@ export class PrefixIndex {
   }
 
   /**
-   * How many leading blocks of `hashes` are held. Blocks of one prompt are recorded and aged
-   * together, so holding block k means holding the blocks before it: a binary search for the last
-   * held one, O(log n) lookups.
+   * What one lookup says about whether the node holds at least `count` leading blocks of `hashes`:
+   * -1 when it surely holds fewer (the checkpoint below `count` is missing), else a number of
+   * leading blocks it surely holds (0 when there is no checkpoint to look at), to pass to
+   * `matchedBlocks` as `held`.
    */
-  matchedBlocks(hashes: Uint32Array): number {
+  atLeast(hashes: Int32Array, count: number): number {
+    // HOT
+    const c = count < hashes.length ? count : hashes.length;
+    // The last checkpoint at or below block c − 1: held whenever c blocks are.
+    const k = c - (c % CHECKPOINT_BLOCKS);
+    if (k === 0) return 0;
+    return this.has(hashes[k - 1]!) ? k : -1;
+  }
+
+  /**
+   * How many leading blocks of `hashes` are held. The blocks of one prompt are recorded and aged
+   * together, so a held checkpoint means held blocks before it: a binary search for the last held
+   * checkpoint, then a look at the few blocks after it (where a recorded prompt may have ended),
+   * O(log n) lookups. `held`, when given, is a count of leading blocks the caller already found held
+   * (`atLeast`); the search starts there.
+   */
+  matchedBlocks(hashes: Int32Array, held = 0): number {
     // HOT
     const n = hashes.length;
-    if (n === 0 || !this.has(hashes[0]!)) return 0;
+    if (n === 0) return 0;
     if (this.has(hashes[n - 1]!)) return n;
-    let lo = 0; // held
-    let hi = n - 1; // not held
+    // Checkpoint j is block j × CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS − 1; search j in [lo, hi).
+    let lo = held >= CHECKPOINT_BLOCKS ? ((held / CHECKPOINT_BLOCKS) | 0) - 1 : -1; // held (or none)
+    let hi = ((n - 1) / CHECKPOINT_BLOCKS) | 0; // not held (or past the prompt)
     while (hi - lo > 1) {
       const mid = (lo + hi) >>> 1;
-      if (this.has(hashes[mid]!)) lo = mid;
+      if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) lo = mid;
       else hi = mid;
     }
-    return lo + 1;
+    let base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint
+    if (base > n) base = n;
+    // A recorded prompt that this one extends ended within the next few blocks: its last block.
+    let top = base + CHECKPOINT_BLOCKS - 1;
+    if (top > n - 1) top = n - 1;
+    for (let i = top - 1; i >= base; i--) if (this.has(hashes[i]!)) return i + 1;
+    return base;
   }
 
   /**
    * Records that the node now holds every block of `hashes` (a request sent there), as the newest
-   * use. `matched` is what `matchedBlocks` found: when the last of those is already in the current
-   * generation, so are the ones before it (a prompt's blocks are recorded together), and only the
-   * blocks after them need touching.
+   * use: its checkpoints and its last block. `matched` is what `matchedBlocks` found: when the last
+   * of those is already in the current generation, so are the ones before it (a prompt's entries
+   * are recorded together), and only the entries after them need touching.
    */
-  record(hashes: Uint32Array, matched = 0): void {
+  record(hashes: Int32Array, matched = 0): void {
     // HOT
+    const n = hashes.length;
+    if (n === 0) return;
     let from = 0;
-    if (matched > 0 && matched <= hashes.length && find(this.current, this.mask, hashes[matched - 1]!)) {
-      from = matched;
+    if (matched > 0 && matched <= n && find(this.current, this.mask, hashes[matched - 1]!)) from = matched;
+    for (
+      let i = from + ((CHECKPOINT_BLOCKS - 1 - from) & (CHECKPOINT_BLOCKS - 1));
+      i < n - 1;
+      i += CHECKPOINT_BLOCKS
+    ) {
+      this.touch(hashes[i]!);
     }
-    for (let i = from; i < hashes.length; i++) this.touch(hashes[i]!);
+    if (from < n) this.touch(hashes[n - 1]!);
   }
 
   /** Forgets everything (the node restarted or its cache was dropped). */
@@ -118,7 +163,7 @@ export class PrefixIndex {
   }
 }
 
-function find(t: Uint32Array, mask: number, h: number): boolean {
+function find(t: Int32Array, mask: number, h: number): boolean {
   // HOT
   let i = h & mask;
   for (;;) {

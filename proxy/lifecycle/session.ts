@@ -6,7 +6,7 @@
  */
 import { eligible, NO_NODES, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
 import type { AffinitySource } from '../balance/affinity-key.js';
-import { promptBlockHashes, promptHistoryTokens } from '../balance/prompt-blocks.js';
+import { readPromptBlocks, type PromptBlocks } from '../balance/prompt-blocks.js';
 import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
@@ -125,9 +125,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private costTokens = 0;
   private promptCount = 0;
   /** The prompt's block hashes, computed on the first `promptBlocks()` call. */
-  private blocks: Uint32Array | null = null;
-  /** Tokens of the prompt before its last message; -1 until `historyTokens()` computes it. */
-  private history = -1;
+  private blocks: PromptBlocks | null = null;
   /** Nodes earlier attempts used (null until a second pick needs it). */
   private tried: UpstreamNode[] | null = null;
   private first: Attempt | null = null;
@@ -211,14 +209,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /** The prompt's block hashes for cache-aware balancing (see PickRequest), computed once. */
-  promptBlocks(): Uint32Array {
-    return (this.blocks ??= promptBlockHashes(this.json()));
-  }
-
-  /** Tokens of the prompt before its last message, for cache-aware balancing; computed once. */
-  historyTokens(): number {
-    if (this.history < 0) this.history = promptHistoryTokens(this.json());
-    return this.history;
+  promptBlocks(): PromptBlocks {
+    return (this.blocks ??= readPromptBlocks(this.json()));
   }
 
   /** Runs the request once its body is complete. */
@@ -879,7 +871,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.parsed = UNPARSED;
     this.costTokens = 0;
     this.blocks = null;
-    this.history = -1;
   }
 
   /**

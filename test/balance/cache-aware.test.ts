@@ -10,7 +10,12 @@ import assert from 'node:assert/strict';
 import { CacheAwarePolicy, createCacheAware } from '../../proxy/balance/cache-aware.js';
 import type { PoolMember } from '../../proxy/balance/balance-policy.js';
 import { FIXED_WORK_TOKENS, chargePrefill, recordFirstToken } from '../../proxy/balance/node-timing.js';
-import { PROMPT_BLOCK_CHARS, PROMPT_BLOCK_TOKENS, blockHashes } from '../../proxy/balance/prompt-blocks.js';
+import {
+  PROMPT_BLOCK_CHARS,
+  PROMPT_BLOCK_TOKENS,
+  blockHashes,
+  type PromptBlocks,
+} from '../../proxy/balance/prompt-blocks.js';
 import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { runPolicyConformance } from './conformance.js';
 import { TestFleet, request, type TestRequest } from './fleet.js';
@@ -20,9 +25,13 @@ runPolicyConformance('cache-aware', createCacheAware);
 const fleet = new TestFleet();
 afterEach(() => fleet.close());
 
-/** A request whose prompt is `text` (its blocks hashed), keyed by `key`. */
-function chat(text: string, key: string | null = null): TestRequest & { promptBlocks(): Uint32Array } {
-  const blocks = blockHashes(text);
+/** A request whose prompt is `text` (its blocks hashed), keyed by `key`; `history`: its history tokens. */
+function chat(
+  text: string,
+  key: string | null = null,
+  history = 0,
+): TestRequest & { promptBlocks(): PromptBlocks } {
+  const blocks: PromptBlocks = { hashes: blockHashes(text), historyTokens: history };
   const prompt = Math.ceil(text.length / 4);
   return { ...request(key, prompt + 100, prompt), promptBlocks: () => blocks };
 }
@@ -116,10 +125,9 @@ describe('cache-aware policy', () => {
   it('brings a conversation its index knows nothing of back to its home, credited with its history', () => {
     const ms = fleet.members(1, 1, 1, 1);
     rate(ms);
-    const turn = (): TestRequest & { promptBlocks(): Uint32Array; historyTokens(): number } => ({
-      ...chat(words('a late turn of a long conversation ', 40), 'conversation-7'), // 2,560 tokens
-      historyTokens: () => 2000,
-    });
+    // 2,560 tokens, 2,000 of them before the last message
+    const turn = (): TestRequest =>
+      chat(words('a late turn of a long conversation ', 40), 'conversation-7', 2000);
     const home = pick(new CacheAwarePolicy(ms, {}), turn())!;
     const fresh = turn();
     assert.equal(pick(new CacheAwarePolicy(ms, {}), fresh), home, 'another instance, another index');
