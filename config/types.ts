@@ -40,12 +40,52 @@ export interface ListenerConfig {
   max_connections: number;
 }
 
-/** The admin listener: health, readiness, metrics, config and reload. */
+/** The admin listener: health, readiness, metrics, stats, status page, drain, config and reload. */
 export interface AdminConfig {
   /** Default `127.0.0.1`: the admin API is not for the public network. */
   address: string;
   /** Default 9901. */
   port: number;
+  /** Bearer token for everything but `/healthz`, by environment variable or SHA-256 digest. Absent: none. */
+  token?: { env: string } | { sha256: string };
+}
+
+/** Sliding windows of the histograms (restart to change). */
+export interface MetricsConfig {
+  /** Slices in the window. Default 6. */
+  window_slices: number;
+  /** Length of one slice, ms. Default 10000. */
+  window_slice_ms: number;
+}
+
+/** The structured access log (restart to change). */
+export interface AccessLogConfig {
+  /** Default true when the section is present. */
+  enabled: boolean;
+  /** `stdout`, `stderr` or a file path (relative to the config file). Default stdout. */
+  destination: string;
+  /** Lowest level written (2xx/3xx info, 4xx warn, 5xx error). Default info. */
+  level: 'debug' | 'info' | 'warn' | 'error';
+  /** Share of info lines written, 0..1. Default 1. */
+  sample_rate: number;
+}
+
+/** OpenTelemetry export over OTLP/HTTP JSON (restart to change). */
+export interface TracingConfig {
+  /** Collector traces URL (`http://otel-collector:4318/v1/traces`). */
+  endpoint: string;
+  /** Default `sluice`. */
+  service_name: string;
+  /** Share of untraced requests that start a trace, 0..1. Default 1. */
+  sample_ratio: number;
+  /** Default 1000 ms. */
+  flush_interval_ms: number;
+  /** Default 512. */
+  max_batch_spans: number;
+  /** Default 8192. */
+  max_queue_spans: number;
+  /** Default 5000 ms. */
+  timeout_ms: number;
 }
 
 /** Upstream timeouts in milliseconds; 0 disables one. */
@@ -435,6 +475,11 @@ export interface SluiceConfig {
   listeners: ListenerConfig[];
   admin: AdminConfig;
   server: ServerConfig;
+  metrics: MetricsConfig;
+  /** Absent: no access log. */
+  access_log?: AccessLogConfig;
+  /** Absent: no tracing. */
+  tracing?: TracingConfig;
   pools: PoolConfig[];
   routes: RouteConfig[];
   simulator?: SimulatorConfig;

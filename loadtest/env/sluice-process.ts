@@ -14,6 +14,8 @@ import { cpuSeconds, startChild, stopChild } from './child-process.js';
 export interface SluiceChild {
   /** Base URL of the listener traffic goes to, `http://127.0.0.1:PORT`. */
   url: string;
+  /** Base URL of the admin API, `http://127.0.0.1:PORT`. */
+  adminUrl: string;
   pid: number | undefined;
   /** CPU seconds the process has used so far; null where /proc is missing. */
   cpuSeconds(): Promise<number | null>;
@@ -22,7 +24,7 @@ export interface SluiceChild {
 }
 
 const LISTENER_LINE = /listener (\S+) on (\S+):(\d+)/;
-const ADMIN_LINE = /admin API on http:\/\//;
+const ADMIN_LINE = /admin API on (http:\/\/\S+)/;
 
 /**
  * Starts Sluice with `configText` (placeholders already filled in) and resolves once the listener
@@ -38,15 +40,16 @@ export async function startSluiceChild(
   const dir = await mkdtemp(join(tmpdir(), 'sluice-loadtest-'));
   const file = join(dir, 'sluice.yaml');
   let url = '';
-  let adminUp = false;
+  let adminUrl = '';
   const isReady = (line: string): boolean => {
     const l = LISTENER_LINE.exec(line);
     if (l !== null && url === '' && (listener === null || l[1] === listener)) {
       // The listener is bound to a loopback address (checked with the scenario); dial that address.
       url = `http://${l[2] ?? '127.0.0.1'}:${l[3] ?? ''}`;
     }
-    adminUp ||= ADMIN_LINE.test(line);
-    return url !== '' && adminUp;
+    const a = ADMIN_LINE.exec(line);
+    if (a !== null) adminUrl = a[1]!;
+    return url !== '' && adminUrl !== '';
   };
   const failure = { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' };
   const child = await writeFile(file, configText)
@@ -57,6 +60,7 @@ export async function startSluiceChild(
     });
   return {
     url,
+    adminUrl,
     pid: child.process.pid,
     cpuSeconds: () => cpuSeconds(child.process.pid),
     stop: async () => {

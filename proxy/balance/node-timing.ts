@@ -12,7 +12,6 @@
  * deep its queue was when each request joined it.
  */
 import { DecayedRatio } from './decayed-ratio.js';
-import { LatencyRecorder } from '../metrics/latency-recorder.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
 /**
@@ -46,10 +45,6 @@ export class NodeTiming {
   readonly ttftRate = new DecayedRatio();
   /** The same from the heads of answers that are not streamed (their work includes the decode). */
   readonly headRate = new DecayedRatio();
-  /** Time to first token of streamed answers from this node, from dispatch (HDR). */
-  readonly ttft = new LatencyRecorder();
-  /** Time to the response head of answers that are not streamed, from dispatch (HDR). */
-  readonly head = new LatencyRecorder();
 
   /** Requests waiting on the node that did not come from this instance, per the last scrape (0 unknown). */
   foreignWaiting(scrapedWaiting: number): number {
@@ -83,46 +78,34 @@ export function settlePrefill(node: UpstreamNode, tokens: number): void {
 }
 
 /**
- * Records a streamed answer's time to first token on its node: `ms` from dispatch into the
- * histogram and, when the attempt was charged `tokens` of queued prefill (0: it was not), one
- * service-rate sample ending at monotonic `nowMs`, after which its tokens leave the queue.
+ * A streamed answer's first token arrived at monotonic `nowMs` on `node`: when the attempt was
+ * charged `tokens` of queued prefill (0: it was not), one service-rate sample ending then, after
+ * which its tokens leave the queue. (Its latency goes to the observability series, not here.)
  */
 export function recordFirstToken(
   node: UpstreamNode,
-  ms: number,
   tokens: number,
   nowMs: number,
   halfLifeMs: number,
 ): void {
   // HOT
-  const t = node.timing;
-  record(node, t.ttft, t.ttftRate, ms, tokens, nowMs, halfLifeMs);
+  record(node, node.timing.ttftRate, tokens, nowMs, halfLifeMs);
 }
 
 /** Records the head of an answer that is not streamed, as `recordFirstToken` does a first token. */
-export function recordHead(
-  node: UpstreamNode,
-  ms: number,
-  tokens: number,
-  nowMs: number,
-  halfLifeMs: number,
-): void {
+export function recordHead(node: UpstreamNode, tokens: number, nowMs: number, halfLifeMs: number): void {
   // HOT
-  const t = node.timing;
-  record(node, t.head, t.headRate, ms, tokens, nowMs, halfLifeMs);
+  record(node, node.timing.headRate, tokens, nowMs, halfLifeMs);
 }
 
 function record(
   node: UpstreamNode,
-  histogram: LatencyRecorder,
   rate: DecayedRatio,
-  ms: number,
   tokens: number,
   nowMs: number,
   halfLifeMs: number,
 ): void {
   // HOT
-  histogram.recordMs(ms);
   if (tokens <= 0) return;
   const t = node.timing;
   const interval = nowMs - t.markMs;

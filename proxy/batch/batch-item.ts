@@ -18,6 +18,11 @@ export interface BatchItemSink {
    * it failed); `attempts`: upstream calls made for it (0 when it never reached a node).
    */
   onBatchResult(tag: number, status: number, body: Buffer, attempts: number): void;
+  /**
+   * Optional: the item left its window. `submittedMs`/`sentMs`: when it was queued and when its
+   * batch was sent (monotonic ms); `size`: items in that batch. Called before the result, at most once.
+   */
+  onBatchWindow?(submittedMs: number, sentMs: number, size: number): void;
 }
 
 /** An item inside the batcher. Fixed shape: every field is declared here. */
@@ -36,6 +41,8 @@ export class BatchItem {
   lastBody: Buffer | null = null;
   /** Set once the result went to the sink(s). */
   settled = false;
+  /** When `submit` queued the item, monotonic ms. */
+  submittedMs = 0;
 
   constructor(
     /** The parsed request body of this item. */

@@ -93,16 +93,19 @@ export class MicroBatcher {
     const group = this.options.mode === BatchMode.native ? codec.groupKey(body) : '';
     const dedupKey = this.options.dedup ? codec.dedupKey(body, raw) : null;
     const item = new BatchItem(body, raw, dedupKey, sink, tag);
+    const now = nowMs();
+    item.submittedMs = now;
     const idle = this.idleFn === null ? this.poolIdle : this.idleFn();
     let w = this.windows.get(group);
     if (w === undefined) {
       if (idle) {
         stats.idlePassThrough++;
         stats.batches++;
-        this.dispatcher.dispatch([item], new BatchRun(nowMs(), 1, this.controller));
+        sink.onBatchWindow?.(now, now, 1);
+        this.dispatcher.dispatch([item], new BatchRun(now, 1, this.controller));
         return;
       }
-      w = new BatchWindow(group, nowMs(), this.options.dedup);
+      w = new BatchWindow(group, now, this.options.dedup);
       this.windows.set(group, w);
       const waitMs = this.controller.waitMs;
       if (waitMs > 0) w.timer = setTimeout(this.onDeadline, waitMs, w);
@@ -176,6 +179,7 @@ export class MicroBatcher {
     const sizes = this.options.preferredSizes;
     if (sizes.length === 0 || sizes.includes(items.length)) {
       this.stats.batches++;
+      reportWindow(items, 0, items.length);
       this.dispatcher.dispatch(items, run);
       return;
     }
@@ -185,6 +189,7 @@ export class MicroBatcher {
       for (const s of sizes) if (s <= left) size = s;
       if (size > left) size = left;
       this.stats.batches++;
+      reportWindow(items, start, size);
       this.dispatcher.dispatch(items.slice(start, start + size), run);
       start += size;
     }
@@ -227,4 +232,13 @@ function firstResult(results: BatchResult[]): BatchResult {
  */
 export function createMicroBatcher(options: MicroBatchOptions): MicroBatcher {
   return new MicroBatcher(options);
+}
+
+/** Tells each sink of `items[start, start + size)` (and their duplicates) how long it waited and with how many. */
+function reportWindow(items: readonly BatchItem[], start: number, size: number): void {
+  const now = nowMs();
+  for (let i = start; i < start + size; i++) {
+    for (let it: BatchItem | null = items[i]!; it !== null; it = it.nextDuplicate)
+      it.sink.onBatchWindow?.(it.submittedMs, now, size);
+  }
 }

@@ -12,6 +12,7 @@ import {
 } from './capacity-model.js';
 import type { CapacityView, PoolCapacityView } from './capacity-view.js';
 import { DEFAULT_TARGET_UTILISATION } from './pool-capacity.js';
+import { adminHeaders } from '../admin/admin-client.js';
 
 /** Where the command writes; the process streams by default, a buffer in tests. */
 export interface CapacityCliOutput {
@@ -251,7 +252,7 @@ async function fromAdmin(a: CapacityCliArgs, out: CapacityCliOutput): Promise<nu
   const url = new URL('/admin/capacity', a.admin!);
   let view: CapacityView;
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(10_000) });
+    const res = await fetch(url, { headers: adminHeaders(), signal: AbortSignal.timeout(10_000) });
     const text = await res.text();
     if (res.status !== 200) {
       out.stderr(`sluice capacity: ${url.href} answered ${res.status}: ${text.trim().slice(0, 300)}\n`);

@@ -1,11 +1,10 @@
 /**
- * The `sluice` command line: `serve`, `check`, `sim`, `loadtest`, `capacity` and `version`. Each
+ * The `sluice` command line: `serve`, `check`, `sim`, `loadtest`, `capacity`, `stats` and `version`. Each
  * subcommand resolves to an exit code; only the bin script calls process.exit.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { defaultConfigPath, findSluiceRoot } from '../../config/sluice-root.js';
+import { defaultConfigPath } from '../../config/sluice-root.js';
 import { runServe } from './serve.js';
+import { sluiceVersion } from './version.js';
 
 const USAGE = `usage: sluice <command> [options]
 
@@ -18,6 +17,8 @@ commands:
   loadtest compare A B    compare two result files side by side
   capacity ...            how many GPU nodes for a load: from numbers, or per pool from a
                           running Sluice (--admin URL); see docs/capacity.md
+  stats --admin URL ...    merge the latency histograms of running instances and print
+                          percentiles (see docs/observability.md)
   version                 print the version
 `;
 
@@ -43,12 +44,13 @@ export async function main(argv: string[]): Promise<number> {
       const { runCapacityCli } = await import('../capacity/capacity-cli.js');
       return runCapacityCli(rest);
     }
+    case 'stats': {
+      const { runStatsCli } = await import('./stats-cli.js');
+      return runStatsCli(rest);
+    }
     case 'version':
     case '--version': {
-      const pkg = JSON.parse(readFileSync(join(findSluiceRoot(), 'package.json'), 'utf8')) as {
-        version: string;
-      };
-      process.stdout.write(`sluice ${pkg.version}\n`);
+      process.stdout.write(`sluice ${sluiceVersion()}\n`);
       return 0;
     }
     case undefined:

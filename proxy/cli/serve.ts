@@ -49,7 +49,7 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
   }
   const admin = sluice.current.config.admin;
   log.info(
-    `admin API on http://${admin.address}:${sluice.adminPort} (/healthz /readyz /metrics /admin/config /admin/nodes /admin/capacity, POST /admin/reload)`,
+    `admin API on http://${admin.address}:${sluice.adminPort} (status page at /; /healthz /readyz /metrics /admin/stats /admin/histograms /admin/config /admin/nodes /admin/capacity; POST /admin/reload, /admin/nodes/POOL/NODE/drain)`,
   );
   log.info(`config ${args.config} version ${sluice.current.version}; edit it to reload, or send SIGHUP`);
 

@@ -24,8 +24,10 @@ export class AdmissionGate implements AdmissionTicket {
   readonly priority: number;
   readonly deadlineMs: number;
   readonly cost: number;
-  /** When the slot was granted, monotonic ms (for the controller's service-time average). */
-  admittedAtMs = 0;
+  /** When the request was offered to the controller, monotonic ms. */
+  readonly offeredAtMs: number;
+  /** When the slot was granted, monotonic ms (for the controller's service-time average); -1 before. */
+  admittedAtMs = -1;
   private state = WAITING;
 
   constructor(
@@ -36,6 +38,7 @@ export class AdmissionGate implements AdmissionTicket {
     priority: number,
     deadlineMs: number,
     cost: number,
+    offeredAtMs: number,
   ) {
     this.owner = owner;
     this.controller = controller;
@@ -44,6 +47,12 @@ export class AdmissionGate implements AdmissionTicket {
     this.priority = priority;
     this.deadlineMs = deadlineMs;
     this.cost = cost;
+    this.offeredAtMs = offeredAtMs;
+  }
+
+  /** Time waited for a slot: until admitted, or until `nowMs` when never admitted, ms. */
+  waitedMs(nowMs: number): number {
+    return (this.admittedAtMs >= 0 ? this.admittedAtMs : nowMs) - this.offeredAtMs;
   }
 
   /** Marks the gate admitted (by `offer` itself or later from the queue). */

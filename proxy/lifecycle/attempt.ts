@@ -66,6 +66,8 @@ export class Attempt {
   queuedMs = -1;
   /** A streamed head not yet forwarded because a hedge may still win (held-head.ts); null otherwise. */
   held: HeldHead | null = null;
+  /** The attempt's span id when the request is traced, else null. */
+  traceSpanId: string | null = null;
 
   constructor(
     session: Session,

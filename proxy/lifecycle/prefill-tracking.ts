@@ -1,8 +1,8 @@
 /**
  * The session's side of the time-to-first-token signal: charging an attempt's prompt to its node's
  * prefill queue at dispatch, settling it at the first token (streams), the head (other answers) or
- * the attempt's end, and feeding the samples to the node's learned rates, its latency histograms
- * and the pool's hedging windows. Keeps the bookkeeping out of the session's state machine.
+ * the attempt's end, and feeding the samples to the node's learned rates and the pool's hedging
+ * windows (the latency histograms are the observability series', fed by the session). Keeps the bookkeeping out of the session's state machine.
  */
 import { chargePrefill, recordFirstToken, recordHead, settlePrefill } from '../balance/node-timing.js';
 import type { PickRequest } from '../balance/balance-policy.js';
@@ -39,10 +39,9 @@ export function settleAttemptPrefill(att: Attempt): void {
 /** The first event of a streamed attempt arrived at monotonic `nowMs`: one sample for its node and pool. */
 export function firstTokenSample(att: Attempt, pool: Pool, nowMs: number): void {
   // HOT
-  const ms = nowMs - att.startMs;
-  recordFirstToken(att.node, ms, att.prefillTokens, nowMs, pool.ttfbHalfLifeMs);
+  recordFirstToken(att.node, att.prefillTokens, nowMs, pool.ttfbHalfLifeMs);
   att.prefillTokens = 0;
-  pool.state.ttft?.add(ms);
+  pool.state.ttft?.add(nowMs - att.startMs);
 }
 
 /**
@@ -51,10 +50,9 @@ export function firstTokenSample(att: Attempt, pool: Pool, nowMs: number): void 
  */
 export function headSample(att: Attempt, pool: Pool, nowMs: number): void {
   // HOT
-  const ms = nowMs - att.startMs;
-  recordHead(att.node, ms, att.prefillTokens, nowMs, pool.ttfbHalfLifeMs);
+  recordHead(att.node, att.prefillTokens, nowMs, pool.ttfbHalfLifeMs);
   att.prefillTokens = 0;
-  pool.state.ttfb?.add(ms);
+  pool.state.ttfb?.add(nowMs - att.startMs);
 }
 
 /**

@@ -43,6 +43,8 @@ import {
 } from './prefill-tracking.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
 import { PluginRun } from '../plugin/plugin-run.js';
+import { RequestRecord } from '../metrics/request-record.js';
+import { Refusal, admissionRefusal, rateLimitRefusal } from '../metrics/refusals.js';
 
 /** What a session needs from the server that owns it. */
 export interface SessionHost {
@@ -146,6 +148,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private sse = false;
   /** True once the request is finished (exactly once). */
   finished = false;
+  /** Metrics, access log and trace of this request. */
+  readonly rec: RequestRecord;
 
   constructor(
     host: SessionHost,
@@ -168,6 +172,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.hostName = hostName;
     this.headers = headers;
     this.startMs = nowMs();
+    this.rec = new RequestRecord(host.stats, this);
   }
 
   /** Value of a forwarded request header (lower-case name), or undefined. */
@@ -235,7 +240,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const route = this.plan.routes.match(this);
     if (route === null) {
       const hint = this.body !== null && this.json() === null ? ' (the body is not valid JSON)' : '';
-      this.host.stats.countRejected(Errors.routeNotFound.id);
+      this.rec.onRefused(this, Refusal.routeNotFound, Errors.routeNotFound.id);
       this.fail(Errors.routeNotFound, `no route matches ${this.method} ${this.path}${hint}`);
       return;
     }
@@ -287,7 +292,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    */
   useTenant(t: Tenant | null): t is Tenant {
     if (t === null) {
-      this.host.stats.countRejected(Errors.invalidApiKey.id);
+      this.rec.onRefused(this, Refusal.invalidApiKey, Errors.invalidApiKey.id);
       this.fail(
         Errors.invalidApiKey,
         'Incorrect or missing API key. Send it as "Authorization: Bearer <key>".',
@@ -314,7 +319,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
           : d.reason === 'unavailable'
             ? Errors.rateLimitUnavailable
             : Errors.rateLimitRequests;
-      this.host.stats.countRejected(kind.id);
+      this.rec.onRefused(this, rateLimitRefusal(d.reason), kind.id);
       this.fail(kind, rateLimitMessage(d), rateLimitHeaders(d));
       return false;
     }
@@ -344,6 +349,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         this.priorityClass ?? (t === null ? 0 : t.priority),
         requestDeadline(this.header('x-request-deadline-ms'), now, a.defaultDeadlineMs, a.maxDeadlineMs),
         a.fairTokens ? this.cost : 1,
+        now,
       );
       this.gate = gate;
       const r = ctl.offer(gate);
@@ -367,7 +373,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** Admission turned the request away (queue full, waited too long, deadline passed). */
   onAdmissionRejected(r: AdmissionRejection): void {
     const kind = r.reason === 'deadline' ? Errors.deadlineExceeded : Errors.overloaded;
-    this.host.stats.countRejected(kind.id);
+    this.rec.onRefused(this, admissionRefusal(r.reason), kind.id);
     const message =
       r.reason === 'deadline'
         ? 'The request deadline passed before a GPU node could take it.'
@@ -386,6 +392,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (batcher !== null) {
       const body = this.json();
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        this.rec.onRefused(this, Refusal.invalidRequest, Errors.invalidRequest.id);
         this.fail(Errors.invalidRequest, 'the request body must be a JSON object');
         return;
       }
@@ -434,12 +441,14 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (this.attempts === 0) this.pool!.state.noNode++;
       const e = this.lastError;
       if (e !== null) this.fail(e.kind, e.message, e.headers);
-      else
+      else {
+        this.rec.onRefused(this, Refusal.noHealthyNode, Errors.noHealthyNode.id);
         this.fail(
           Errors.noHealthyNode,
           `pool ${this.pool!.name} has no node available for the request`,
           NO_NODE_RETRY_AFTER,
         );
+      }
       return;
     }
     const now = nowMs();
@@ -468,11 +477,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     }
     const t = this.route!.timeouts;
     const p = this.plug;
+    const headers = p === null ? this.headers : p.upstreamHeaders();
+    if (this.rec.trace !== null) this.rec.onAttemptStart(att, headers);
     att.node.dispatch(
       {
         method: this.method,
         path: this.url,
-        headers: p === null ? this.headers : p.upstreamHeaders(),
+        headers,
         body: p === null ? this.body : p.upstreamBody(),
         ttfbMs: t.ttfbMs,
         idleMs: t.idleMs,
@@ -569,7 +580,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.winner = att;
     if (att.hedge) this.pool!.state.hedgeWins++;
     this.cancelOthers(att);
-    this.route!.stats.ttfb.recordMs(att.headMs - att.startMs);
+    const ttfb = att.headMs - att.startMs;
+    this.route!.stats.ttfb.recordMs(ttfb);
+    this.rec.onHead(this, att.node, ttfb);
     this.sse = head.contentType.startsWith('text/event-stream');
     const length = head.contentLength !== '' && !this.sse ? Number(head.contentLength) : -1;
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
@@ -593,18 +606,20 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (att.held !== null && this.winner === null && !this.finished) this.heldData(att, chunk);
       return;
     }
-    if (this.sse && att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
+    if (this.sse) {
+      if (att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
+      else this.rec.onChunk(nowMs());
+    }
     this.forward(att, chunk);
   }
 
   /** Sends a chunk of the winner downstream (through the plugins, if any). */
   private forward(att: Attempt, chunk: Buffer): void {
     // HOT
-    if (this.limit !== null) {
-      this.tail0 = this.tail1;
-      this.tail1 = this.tail2;
-      this.tail2 = chunk;
-    }
+    this.rec.bytes += chunk.length;
+    this.tail0 = this.tail1;
+    this.tail1 = this.tail2;
+    this.tail2 = chunk;
     if (this.plug !== null) {
       this.plug.responseBody(att, chunk);
       return;
@@ -620,10 +635,20 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.sseScan = s;
       return;
     }
+    // One sample of the first event: the node's learned rate and the pool's hedging window read
+    // it from dispatch; the route's and the observability series' histograms from arrival, once
+    // the attempt is the winner (a held stream becomes it just below, in heldData).
     const now = nowMs();
     att.firstTokenMs = now;
-    this.route!.stats.ttft.recordMs(now - this.startMs);
     firstTokenSample(att, this.pool!, now);
+    if (att === this.winner) this.firstTokenOut(now);
+  }
+
+  /** The winner's first event went out at `nowMs`: time to first token as the client saw it. */
+  private firstTokenOut(nowMs: number): void {
+    // HOT
+    this.route!.stats.ttft.recordMs(nowMs - this.startMs);
+    this.rec.onFirstToken(this, nowMs);
   }
 
   /** A chunk of a held stream: bytes before its first event wait; the first event makes it the winner. */
@@ -640,6 +665,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const h = att.held!;
     att.held = null;
     this.commit(att, h.status, h);
+    if (att.firstTokenMs >= 0) this.firstTokenOut(att.firstTokenMs);
     for (const chunk of h.chunks) if (!this.finished) this.forward(att, chunk);
   }
 
@@ -711,6 +737,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.live--;
     att.node.inFlight--;
     att.node.inFlightCost -= att.cost;
+    if (this.rec.trace !== null) this.rec.onAttemptEnd(att);
   }
 
   private cancelOthers(winner: Attempt): void {
@@ -787,6 +814,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.finish();
   }
 
+  /** The micro-batcher sent this request's item (submitted and sent at these monotonic ms) in a batch of `size`. */
+  onBatchWindow(submittedMs: number, sentMs: number, size: number): void {
+    this.rec.onBatchWindow(submittedMs, sentMs, size);
+  }
+
   // ---- downstream events (called by the server adapter) ----
 
   /** The request body is complete (null when empty): run the request. */
@@ -797,7 +829,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   /** The body exceeded the listener's limit. */
   onBodyTooLarge(): void {
-    this.host.stats.countRejected(Errors.bodyTooLarge.id);
+    this.rec.onRefused(this, Refusal.bodyTooLarge, Errors.bodyTooLarge.id);
     this.fail(Errors.bodyTooLarge, 'request body exceeds the size limit');
   }
 
@@ -880,6 +912,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    */
   private endAfterHead(e: SluiceError): void {
     if (this.plug !== null) this.plug.errorCode = e.kind.code;
+    this.rec.errorCode = e.kind.code;
     if (this.sse) {
       this.downstream.write(Buffer.from(errorEvent(e.kind, e.message)));
       this.downstream.end();
@@ -905,6 +938,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.finished) return;
     this.status = kind.status;
     if (this.plug !== null) this.plug.errorCode = kind.code;
+    this.rec.errorCode = kind.code;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     this.downstream.reply(
@@ -925,24 +959,27 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
     const now = nowMs();
-    this.gate?.close(now);
+    const gate = this.gate;
+    gate?.close(now);
+    const answered = this.winner !== null || this.batchAnswered;
+    const used = answered ? parseUsageTokens(this.tail0, this.tail1, this.tail2) : -1;
+    this.tail0 = this.tail1 = this.tail2 = null;
     const d = this.limit;
     if (d !== null) {
       const limiter = this.plan.tenants.limiter!;
       // No node answered (never dispatched, or every attempt failed): charge nothing.
-      if (this.winner === null && !this.batchAnswered) limiter.refund(d);
+      if (!answered) limiter.refund(d);
       else {
-        const used = parseUsageTokens(this.tail0, this.tail1, this.tail2);
         if (used >= 0) limiter.reconcile(d, used);
         limiter.release(d);
       }
-      this.tail0 = this.tail1 = this.tail2 = null;
     }
     const route = this.route;
     if (route !== null) {
       route.stats.count(this.status);
       route.stats.duration.recordMs(now - this.startMs);
     }
+    this.rec.onDone(this, now, gate, used);
     if (this.plug !== null) this.plug.done();
     this.plan.release();
     this.host.sessionDone(this);

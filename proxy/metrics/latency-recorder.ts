@@ -1,10 +1,12 @@
 /**
  * An HDR histogram of latencies in microseconds (1 µs to 1 h, 3 significant digits), fed from the
- * monotonic clock. Recording is O(1) and allocation-free; percentiles are read by the exporter.
+ * monotonic clock: the per-route summaries since start. Recording is O(1) and allocation-free;
+ * percentiles are read by the exporter.
  */
-import { build, type Histogram } from 'hdr-histogram-js';
+import type { Histogram } from 'hdr-histogram-js';
+import { buildHdr, LATENCY_US } from './hdr.js';
 
-const HIGHEST_US = 3_600_000_000;
+const HIGHEST_US = LATENCY_US.highest;
 
 export class LatencyRecorder {
   private readonly histogram: Histogram;
@@ -12,11 +14,7 @@ export class LatencyRecorder {
   sumSeconds = 0;
 
   constructor() {
-    this.histogram = build({
-      lowestDiscernibleValue: 1,
-      highestTrackableValue: HIGHEST_US,
-      numberOfSignificantValueDigits: 3,
-    });
+    this.histogram = buildHdr(LATENCY_US, 3, 64);
   }
 
   /** Records one duration given in milliseconds (fractional, from `performance.now()` deltas). */

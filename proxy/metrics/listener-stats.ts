@@ -7,8 +7,10 @@
 /** One listener's connection counters. */
 export class ListenerStats {
   readonly listener: string;
-  /** Connections open now. */
+  /** Connections open now (when counted: see `connectionsCounted`). */
   connections = 0;
+  /** False for a uWS listener without `max_connections`, whose connections are not counted. */
+  connectionsCounted = true;
   /** Connections closed at accept because `max_connections` were open. */
   refused = 0;
   /** Connections closed because a request head did not arrive within `header_timeout_ms`. */

@@ -13,11 +13,12 @@ import type { BatchApiStats } from '../batch-api/batch-api.js';
 import type { ExecutorStats } from '../batch-api/job-executor.js';
 import type { JobWorkerStats } from '../jobs/job-worker.js';
 import type { PluginMetricsRegistry } from '../plugin/plugin-metrics.js';
+import { seriesFamilies, type SeriesMetricsSource } from './prometheus-series.js';
 
 const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 
 /** What the exporter reads besides the stats registry. */
-export interface MetricsSource {
+export interface MetricsSource extends Partial<Omit<SeriesMetricsSource, 'series' | 'refused'>> {
   stats: StatsRegistry;
   nodes: Iterable<UpstreamNode>;
   pools: Iterable<PoolState>;
@@ -50,8 +51,10 @@ function listenerSeries(out: string[], stats: StatsRegistry): void {
     '# HELP sluice_listener_connections Client connections open now.',
     '# TYPE sluice_listener_connections gauge',
   );
-  for (const l of ls)
-    out.push(`sluice_listener_connections{listener="${label(l.listener)}"} ${l.connections}`);
+  for (const l of ls) {
+    if (l.connectionsCounted)
+      out.push(`sluice_listener_connections{listener="${label(l.listener)}"} ${l.connections}`);
+  }
   out.push(
     '# HELP sluice_listener_connections_refused_total Connections closed at accept because max_connections were open.',
     '# TYPE sluice_listener_connections_refused_total counter',
@@ -215,18 +218,6 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_upstream_in_flight gauge',
   );
   for (const n of nodes) out.push(`sluice_upstream_in_flight{node="${label(n.id)}"} ${n.inFlight}`);
-  summary(
-    out,
-    'sluice_upstream_time_to_first_token_seconds',
-    'Per node: time from dispatch to the first event of a streamed answer that won its request.',
-    nodes.map((n) => [`node="${label(n.id)}"`, n.timing.ttft]),
-  );
-  summary(
-    out,
-    'sluice_upstream_head_seconds',
-    'Per node: time from dispatch to the head of an answer that is not streamed (it includes the decode).',
-    nodes.map((n) => [`node="${label(n.id)}"`, n.timing.head]),
-  );
   out.push(
     '# HELP sluice_upstream_prefill_queue_tokens Prompt tokens of attempts on the node still waiting for their first token (pools whose policy scores it).',
     '# TYPE sluice_upstream_prefill_queue_tokens gauge',
@@ -420,5 +411,13 @@ export function renderPrometheus(src: MetricsSource): string {
     `sluice_draining ${src.draining ? 1 : 0}`,
   );
   src.plugins?.render(out);
+  seriesFamilies(out, {
+    series: stats.series,
+    refused: stats.refused,
+    members: src.members ?? [],
+    eventLoop: src.eventLoop ?? null,
+    tracing: src.tracing ?? null,
+    accessLog: src.accessLog ?? null,
+  });
   return out.join('\n') + '\n';
 }

@@ -3,8 +3,12 @@
  * name keeps its series. Objects are looked up by name only when a plan is compiled; the request
  * path holds direct references.
  */
+import type { AccessLog } from './access-log.js';
 import { LatencyRecorder } from './latency-recorder.js';
 import { ListenerStats } from './listener-stats.js';
+import { REFUSAL_COUNT } from './refusals.js';
+import { SeriesRegistry } from './series-registry.js';
+import type { Tracer } from './trace-context.js';
 
 /** Per-route request statistics. */
 export class RouteStats {
@@ -38,6 +42,14 @@ export class StatsRegistry {
   readonly mirrors = new Map<string, RouteStats>();
   /** Requests refused before routing, by error code (framing, size, unknown route, draining). */
   readonly rejected = new Map<string, number>();
+  /** Refusals by reason (index: `Refusal`, see refusals.ts). */
+  readonly refused = new Float64Array(REFUSAL_COUNT);
+  /** Histogram series per route × pool × node and per tenant. */
+  readonly series = new SeriesRegistry();
+  /** The access log, when `access_log` is on. */
+  accessLog: AccessLog | null = null;
+  /** The tracer, when `tracing` is configured. */
+  tracer: Tracer | null = null;
   /** Config reloads by result (`applied`, `rejected`). */
   readonly reloads = new Map<string, number>();
   /** Requests currently being served, across all plans. */

@@ -12,6 +12,8 @@ import { createLeastRequest } from '../balance/least-request.js';
 import { createLeastResponseTime } from '../balance/least-response-time.js';
 import { createRoundRobin } from '../balance/round-robin.js';
 import { DEFAULT_TTFB_HALF_LIFE_MS } from '../balance/ttfb-ewma.js';
+import type { MetricSeries } from '../metrics/metric-series.js';
+import { RouteSeries } from '../metrics/route-series.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import { Pool } from '../pool/pool.js';
 import type { PoolState } from '../pool/pool-state.js';
@@ -64,6 +66,8 @@ export class Plan {
   preRoute: readonly (PreRouteHooks | null)[] | null = null;
   /** The plugin instances of this plan, closed when it is disposed. */
   pluginInstances: readonly PluginInstance[] = [];
+  /** Histogram series of each tenant, by `Tenant.index` (empty without tenants). */
+  tenantSeries: readonly MetricSeries[] = [];
   /** Requests holding this plan. */
   inFlight = 0;
   /** States of pools this plan's config removed (the previous plan adopts and closes them). */
@@ -196,7 +200,7 @@ export function compilePlan(
         connections,
         connectTimeoutMs: pc.timeouts.connect_ms,
       });
-      node.maxInFlight = maxInFlight;
+      node.setMaxInFlight(maxInFlight);
       nodes.push(node);
       return { node, weight: nc.weight };
     });
@@ -287,5 +291,33 @@ export function compilePlan(
     plan.preRoute = compilePreRoute(config.listeners, plugins);
     plan.pluginInstances = [...plugins.values()];
   }
+  resolveSeries(plan, ctx.stats);
   return plan;
+}
+
+/**
+ * Resolves the histogram series the plan's requests record into (route × pool × node, tenants)
+ * and frees the series of routes, nodes and tenants the config no longer has.
+ */
+function resolveSeries(plan: Plan, stats: StatsRegistry): void {
+  const used = new Set<MetricSeries>();
+  plan.routes.routes.forEach((r, i) => {
+    const rc = plan.config.routes[i]!;
+    const names = [
+      ...(rc.pool === undefined ? [] : [rc.pool]),
+      ...(rc.split ?? []).map((e) => e.pool),
+      ...rc.fallback,
+    ];
+    const pools = names.map((n) => plan.pools.get(n)).filter((p): p is Pool => p !== undefined);
+    r.series = new RouteSeries(r.name, pools, stats.series, used);
+  });
+  const table = plan.tenants.table;
+  if (table !== null) {
+    plan.tenantSeries = table.tenants.map((t) => {
+      const s = stats.series.tenant(t.name);
+      used.add(s);
+      return s;
+    });
+  }
+  stats.series.retain(used);
 }

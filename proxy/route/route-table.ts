@@ -7,6 +7,7 @@ import { DeadlineList } from '../lifecycle/deadline-list.js';
 import type { RouteConfig, TimeoutsConfig } from '../../config/types.js';
 import type { Pool } from '../pool/pool.js';
 import type { RouteStats } from '../metrics/stats.js';
+import type { RouteSeries } from '../metrics/route-series.js';
 import type { Session } from '../lifecycle/session.js';
 import type { PoolChoice } from './pool-choice.js';
 import type { MicroBatcher } from '../batch/micro-batcher.js';
@@ -85,6 +86,8 @@ export class Route {
   /** Total-timeout deadlines of the route's requests under one timer; null when total_ms is 0. */
   readonly deadlines: DeadlineList | null;
   readonly stats: RouteStats;
+  /** Histogram series per pool and node, resolved when the plan is compiled. */
+  series: RouteSeries | null = null;
   /** Exact path, or null. */
   private readonly path: string | null;
   /** Path prefix, or null. */

@@ -6,7 +6,13 @@
 import { formatConfigError, loadConfigFile } from '../../config/loader.js';
 import type { SluiceConfig } from '../../config/types.js';
 import type { SimFleet } from '../../loadtest/sim/fleet.js';
-import { AdminServer } from '../admin/admin-server.js';
+import { AdminServer, type AdminTarget, type DrainResult } from '../admin/admin-server.js';
+import { AdminAuth } from '../admin/admin-auth.js';
+import { histogramsView } from '../admin/histograms-view.js';
+import { statsView } from '../admin/stats-view.js';
+import { statusPageHtml } from '../admin/status-page.js';
+import { EventLoopMonitor } from '../metrics/event-loop-monitor.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { CapacityMonitor } from '../capacity/capacity-monitor.js';
 import { capacityView } from '../capacity/capacity-view.js';
 import { capacityPoolsOf } from '../capacity/plan-pools.js';
@@ -22,6 +28,11 @@ import { ConfigWatcher } from './config-watcher.js';
 import type { LoadedPlugin } from '../plugin/plugin-loader.js';
 import type { PluginInstance } from '../plugin/plugin-chain.js';
 import { PluginRuntime } from '../plugin/plugin-runtime.js';
+import { dirname, resolve } from 'node:path';
+import { AccessLog } from '../metrics/access-log.js';
+import { OtlpExporter } from '../metrics/otlp-exporter.js';
+import { Tracer } from '../metrics/trace-context.js';
+import { sluiceVersion } from '../cli/version.js';
 import { createLogger, type Logger } from './logger.js';
 
 export interface SluiceOptions {
@@ -64,6 +75,9 @@ function restartOnly(c: SluiceConfig): string {
     c.batch_api?.endpoints ?? null,
     c.batch_api?.jobs ?? null,
     c.batch_api?.idempotency ?? null,
+    c.metrics,
+    c.access_log ?? null,
+    c.tracing ?? null,
   ]);
 }
 
@@ -84,6 +98,16 @@ export class Sluice {
   /** The batch API and its job worker, when the config has `batch_api`. */
   batch: BatchService | null = null;
   private admin: AdminServer | null = null;
+  /** Event-loop delay sampler. */
+  private eventLoop: EventLoopMonitor | null = null;
+  /** True once the first plan is compiled. */
+  private planned = false;
+  /** True once the listeners are bound. */
+  private serving = false;
+  /** Process start, Unix ms (for uptime). */
+  private readonly startedAtMs = Date.now();
+  /** The OTLP exporter, when tracing is configured. */
+  exporter: OtlpExporter | null = null;
   /** Per-pool capacity estimate, sampled off the request path. */
   private capacity: CapacityMonitor | null = null;
   private watcher: ConfigWatcher | null = null;
@@ -113,6 +137,10 @@ export class Sluice {
     plugins: readonly LoadedPlugin[] = [],
   ): Promise<void> {
     try {
+      this.observe(config);
+      // The admin listener comes first: /healthz answers and /readyz says 503 until traffic is served.
+      this.admin = new AdminServer(this.adminTarget(), new AdminAuth(config.admin.token));
+      this.adminPort = await this.admin.listen(config.admin.address, config.admin.port);
       if (config.simulator !== undefined) {
         const s = config.simulator;
         // Loaded only when asked for: a production config never pulls the simulator in.
@@ -132,6 +160,7 @@ export class Sluice {
         for (const i of instances.values()) await i.close();
         throw e;
       }
+      this.planned = true;
       this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
       this.capacity.start();
       this.server = new ProxyServer(this.stats, () => this.plan);
@@ -145,37 +174,7 @@ export class Sluice {
         this.server.endpoints = this.batch.api;
       }
       this.listeners = await this.server.listen(config.listeners);
-      this.admin = new AdminServer({
-        ready: () => this.server !== null && !this.server.draining,
-        metricsText: () =>
-          renderPrometheus({
-            stats: this.stats,
-            nodes: this.registry.all(),
-            pools: this.runtime.pools.values(),
-            limiter: this.runtime.limiter?.counters ?? null,
-            batchers: this.plan.routes.routes.flatMap((r) =>
-              r.batcher === null ? [] : [[r.name, r.batcher.stats] as [string, MicroBatcherStats]],
-            ),
-            configVersion: this.plan.version,
-            draining: this.server?.draining ?? false,
-            capacity: this.capacity?.reports() ?? [],
-            plugins: this.plugins.metrics,
-            ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
-          }),
-        configView: () => ({
-          version: this.plan.version,
-          digest: this.plan.digest,
-          applied_at: this.plan.appliedAt.toISOString(),
-          config: this.plan.config,
-        }),
-        nodesView: () => this.nodesView(),
-        capacityView: () => capacityView(this.capacity?.reports() ?? []),
-        reload: async () => {
-          const r = await this.reload();
-          return { ok: r.result !== 'rejected', status: r.result === 'rejected' ? 422 : 200, body: r };
-        },
-      });
-      this.adminPort = await this.admin.listen(config.admin.address, config.admin.port);
+      this.serving = true;
       this.batch?.startWorker();
       if (watchFile)
         this.watcher = new ConfigWatcher(
@@ -186,6 +185,143 @@ export class Sluice {
     } catch (e) {
       await this.close();
       throw e;
+    }
+  }
+
+  /** What the admin listener reads and drives. */
+  private adminTarget(): AdminTarget {
+    return {
+      ready: () => this.serving && this.server !== null && !this.server.draining,
+      started: () => this.planned,
+      metricsText: () =>
+        renderPrometheus({
+          stats: this.stats,
+          nodes: this.registry.all(),
+          pools: this.runtime.pools.values(),
+          limiter: this.runtime.limiter?.counters ?? null,
+          batchers: this.plan.routes.routes.flatMap((r) =>
+            r.batcher === null ? [] : [[r.name, r.batcher.stats] as [string, MicroBatcherStats]],
+          ),
+          configVersion: this.plan.version,
+          draining: this.server?.draining ?? false,
+          capacity: this.capacity?.reports() ?? [],
+          plugins: this.plugins.metrics,
+          ...(this.batch === null ? {} : { batchApi: this.batch.metrics() }),
+          members: this.members(),
+          eventLoop: this.eventLoop,
+          tracing: this.exporter?.stats ?? null,
+          accessLog: this.stats.accessLog,
+        }),
+      configView: () => ({
+        version: this.plan.version,
+        digest: this.plan.digest,
+        applied_at: this.plan.appliedAt.toISOString(),
+        config: this.plan.config,
+      }),
+      nodesView: () => this.nodesView(),
+      statsView: (detail) =>
+        statsView({
+          series: this.stats.series,
+          refused: this.stats.refused,
+          config: this.plan.config,
+          configVersion: this.plan.version,
+          inFlight: this.stats.inFlight,
+          draining: this.server?.draining ?? false,
+          eventLoop: this.eventLoop,
+          startedAtMs: this.startedAtMs,
+          detail,
+        }),
+      histogramsView: (query) => histogramsView(this.stats.series, query),
+      drainNode: (pool, node, drained) => this.drainNode(pool, node, drained),
+      capacityView: () => capacityView(this.capacity?.reports() ?? []),
+      reload: async () => {
+        const r = await this.reload();
+        return { ok: r.result !== 'rejected', status: r.result === 'rejected' ? 422 : 200, body: r };
+      },
+      statusPage: () => statusPageHtml(),
+    };
+  }
+
+  /** Every node of the current plan with its pool. */
+  private members(): { pool: string; node: UpstreamNode; ejected: boolean }[] {
+    const out: { pool: string; node: UpstreamNode; ejected: boolean }[] = [];
+    for (const p of this.plan.pools.values()) {
+      const ejected = new Set(
+        (p.state.health?.snapshot().nodes ?? []).filter((n) => n.ejected).map((n) => n.id),
+      );
+      for (const m of p.members) out.push({ pool: p.name, node: m.node, ejected: ejected.has(m.node.id) });
+    }
+    return out;
+  }
+
+  /**
+   * Drains or undrains node `name` of pool `poolName`: `name` is the node's id (its URL), its
+   * `host:port`, or its index in the pool. 404 when there is no such pool or node.
+   */
+  drainNode(poolName: string, name: string, drained: boolean): DrainResult {
+    const pool = this.plan.pools.get(poolName);
+    if (pool === undefined)
+      return {
+        status: 404,
+        body: {
+          error: {
+            message: `no pool ${poolName}`,
+            type: 'invalid_request_error',
+            param: null,
+            code: 'not_found',
+          },
+        },
+      };
+    const members = pool.members;
+    const m =
+      members.find((x) => x.node.id === name || x.node.id.replace(/^https?:\/\//, '') === name) ??
+      (/^\d+$/.test(name) ? members[Number(name)] : undefined);
+    if (m === undefined)
+      return {
+        status: 404,
+        body: {
+          error: {
+            message: `pool ${poolName} has no node ${name}`,
+            type: 'invalid_request_error',
+            param: null,
+            code: 'not_found',
+          },
+        },
+      };
+    const was = m.node.drained;
+    m.node.setDrained(drained);
+    if (was !== drained)
+      this.log.info(`node ${m.node.id} of pool ${poolName} ${drained ? 'drained' : 'undrained'} (admin)`);
+    return { status: 200, body: { pool: poolName, node: m.node.id, drained, in_flight: m.node.inFlight } };
+  }
+
+  /** Sets up the histogram windows, the access log and tracing from the config (start only). */
+  private observe(config: SluiceConfig): void {
+    const m = config.metrics;
+    this.stats.series.configure({ slices: m.window_slices, sliceMs: m.window_slice_ms });
+    this.stats.series.start();
+    this.eventLoop = new EventLoopMonitor(this.stats.series.shape);
+    this.eventLoop.start();
+    const a = config.access_log;
+    if (a !== undefined && a.enabled) {
+      const dest =
+        a.destination === 'stdout' || a.destination === 'stderr'
+          ? a.destination
+          : resolve(dirname(this.configPath), a.destination);
+      this.stats.accessLog = new AccessLog({ destination: dest, level: a.level, sampleRate: a.sample_rate });
+    }
+    const t = config.tracing;
+    if (t !== undefined) {
+      this.exporter = new OtlpExporter({
+        endpoint: t.endpoint,
+        serviceName: t.service_name,
+        maxQueueSpans: t.max_queue_spans,
+        maxBatchSpans: t.max_batch_spans,
+        flushIntervalMs: t.flush_interval_ms,
+        timeoutMs: t.timeout_ms,
+        version: sluiceVersion(),
+      });
+      this.stats.tracer = new Tracer(this.exporter, { sampleRatio: t.sample_ratio });
     }
   }
 
@@ -211,6 +347,7 @@ export class Sluice {
         prefill_queue_tokens: m.node.timing.pendingTokens,
         ttft_ms_per_token: learnedRate(m.node.timing.ttftRate.value()),
         head_ms_per_token: learnedRate(m.node.timing.headRate.value()),
+        drained: m.node.drained,
         attempts: m.node.attempts,
         failures: m.node.failures,
       })),
@@ -312,6 +449,15 @@ export class Sluice {
     if (this.plan !== undefined) for (const i of this.plan.pluginInstances) await i.close();
     await this.plugins.close();
     await this.registry.destroyAll();
+    this.stats.series.close();
+    this.eventLoop?.close();
+    this.eventLoop = null;
+    this.stats.tracer = null;
+    await this.exporter?.close();
+    this.exporter = null;
+    const log = this.stats.accessLog;
+    this.stats.accessLog = null;
+    await log?.close();
     await this.sim?.close();
     this.sim = null;
   }

@@ -3,6 +3,8 @@
  * head: the framing, size and method refusals, the body deadline, and the Session that serves an
  * accepted request. The one copy of these rules; the engines only parse and move bytes.
  */
+import { REFUSALS, Refusal } from '../metrics/refusals.js';
+import { DeadlineList } from '../lifecycle/deadline-list.js';
 import type { ListenerConfig } from '../../config/types.js';
 import type { Downstream } from '../lifecycle/downstream.js';
 import { Errors, errorBody, type ErrorKind } from '../lifecycle/errors.js';
@@ -30,6 +32,8 @@ export class ListenerRuntime {
   readonly stats: ListenerStats;
   /** Position in the config's listeners (selects the listener's plugin chains). */
   readonly index: number;
+  /** Body deadlines of the listener's uWS requests, under one timer. */
+  readonly bodyDeadlines: DeadlineList;
   private readonly host: SessionHost;
 
   constructor(config: ListenerConfig, stats: ListenerStats, host: SessionHost, index: number) {
@@ -37,6 +41,7 @@ export class ListenerRuntime {
     this.stats = stats;
     this.host = host;
     this.index = index;
+    this.bodyDeadlines = new DeadlineList(config.body_timeout_ms);
   }
 
   /** A request body did not arrive within `body_timeout_ms`: 408 and close, counted. */
@@ -122,12 +127,36 @@ export class RequestIntake {
 
   /** Refuses a request before it becomes a session; these kinds always close the connection. */
   refuse(ds: Downstream, kind: ErrorKind, message: string): void {
-    this.host.stats.countRejected(kind.id);
+    const stats = this.host.stats;
+    stats.countRejected(kind.id);
+    const refusal = refusalOfKind(kind);
+    stats.refused[refusal]!++;
+    stats.accessLog?.writeRefused(kind.status, REFUSALS[refusal]!.reason);
     ds.reply(
       kind.status,
       ['content-type', 'application/json'],
       errorBody(kind, message),
       kind.closeConnection,
     );
+  }
+}
+
+/** The refusal counted for an error kind refused before a session exists (framing and limits). */
+function refusalOfKind(kind: ErrorKind): Refusal {
+  switch (kind) {
+    case Errors.urlTooLong:
+      return Refusal.urlTooLong;
+    case Errors.headersTooLarge:
+      return Refusal.headersTooLarge;
+    case Errors.bodyTooLarge:
+      return Refusal.bodyTooLarge;
+    case Errors.methodNotSupported:
+      return Refusal.methodNotSupported;
+    case Errors.httpVersion:
+      return Refusal.httpVersion;
+    case Errors.requestTimeout:
+      return Refusal.requestTimeout;
+    default:
+      return Refusal.badFraming;
   }
 }

@@ -16,6 +16,8 @@ import type { ErrorKind } from '../lifecycle/errors.js';
 import { BodyCollector } from './body-collector.js';
 import type { ListenerRuntime } from './request-intake.js';
 import { statusLine } from './status-lines.js';
+import { nowMs } from '../lifecycle/clock.js';
+import type { DeadlineEntry, DeadlineList } from '../lifecycle/deadline-list.js';
 
 /** Receives the events of the client connection. */
 export interface DownstreamListener {
@@ -29,7 +31,7 @@ export interface DownstreamListener {
   fail(kind: ErrorKind, message: string): void;
 }
 
-export class UwsDownstream extends BodyCollector implements Downstream {
+export class UwsDownstream extends BodyCollector implements Downstream, DeadlineEntry {
   aborted = false;
   started = false;
   /** The uWS response; touched only by this class and its corked functions. */
@@ -50,8 +52,14 @@ export class UwsDownstream extends BodyCollector implements Downstream {
   private headStatus = 0;
   private headHeaders: readonly string[] | null = null;
   private readonly rt: ListenerRuntime;
-  /** Fires when the body did not arrive within `body_timeout_ms` (armed only while reading one). */
-  private bodyTimer: NodeJS.Timeout | null = null;
+  /**
+   * The body deadline (`body_timeout_ms`), kept in the listener's deadline list while a body is
+   * read: one timer per listener, none per request (see lifecycle/deadline-list.ts).
+   */
+  deadlineAt = 0;
+  dlPrev: DeadlineEntry | null = null;
+  dlNext: DeadlineEntry | null = null;
+  dlList: DeadlineList | null = null;
   /** Fires when the client took no bytes for `write_timeout_ms` (armed only under backpressure). */
   private writeTimer: NodeJS.Timeout | null = null;
 
@@ -78,7 +86,7 @@ export class UwsDownstream extends BodyCollector implements Downstream {
    */
   readBody(declared: number, max: number): void {
     this.startBody(declared, max);
-    this.bodyTimer = setTimeout(onBodyTimeout, this.rt.config.body_timeout_ms, this);
+    this.rt.bodyDeadlines.add(this, nowMs());
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
 
@@ -97,8 +105,7 @@ export class UwsDownstream extends BodyCollector implements Downstream {
   }
 
   /** The body deadline passed: refuse the request (408, connection closed). */
-  bodyTimedOut(): void {
-    this.bodyTimer = null;
+  onDeadline(): void {
     if (this.aborted || this.maxBody < 0 || this.listener === null) return;
     this.giveUpBody();
     this.rt.bodyTimedOut(this.listener);
@@ -113,9 +120,8 @@ export class UwsDownstream extends BodyCollector implements Downstream {
   }
 
   private clearTimers(): void {
-    if (this.bodyTimer !== null) clearTimeout(this.bodyTimer);
+    this.dlList?.remove(this);
     if (this.writeTimer !== null) clearTimeout(this.writeTimer);
-    this.bodyTimer = null;
     this.writeTimer = null;
   }
 
@@ -325,10 +331,6 @@ function corkedReply(): void {
 
 function sendCloseReply(d: UwsDownstream): void {
   d.flushCloseReply();
-}
-
-function onBodyTimeout(d: UwsDownstream): void {
-  d.bodyTimedOut();
 }
 
 function onWriteTimeout(d: UwsDownstream): void {

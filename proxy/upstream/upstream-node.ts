@@ -37,8 +37,12 @@ export class UpstreamNode {
   inFlight = 0;
   /** Sum of the `cost` (estimated tokens) of the attempts in flight: load measured in work. */
   inFlightCost = 0;
-  /** Circuit breaker: most concurrent attempts; a node at the limit is not eligible. */
+  /** Circuit breaker: most concurrent attempts; a node at the limit is not eligible (0 while drained). */
   maxInFlight = Infinity;
+  /** True while an operator drained the node (admin API): no new attempts, in-flight ones finish. */
+  drained = false;
+  /** The configured circuit-breaker limit, restored by undrain. */
+  private configuredMaxInFlight = Infinity;
   /** False while ejected or failing active health checks (written by the health module). */
   available = true;
   /** Slow start: multiplier (0..1] of the node's weight while it ramps up after coming back. */
@@ -69,6 +73,22 @@ export class UpstreamNode {
   /** Plans that reference this node; the pool closes when it drops to zero. */
   refs = 0;
   private readonly pool: Pool;
+
+  /** Sets the circuit-breaker limit from the config (kept at 0 while the node is drained). */
+  setMaxInFlight(limit: number): void {
+    this.configuredMaxInFlight = limit;
+    this.maxInFlight = this.drained ? 0 : limit;
+  }
+
+  /**
+   * Drains (true) or undrains the node. A drained node is never eligible (its in-flight limit is 0),
+   * so balancers skip it and affinity keys move to their next node; requests already on it finish.
+   * Survives reloads: the node object is kept while a plan references it.
+   */
+  setDrained(drained: boolean): void {
+    this.drained = drained;
+    this.maxInFlight = drained ? 0 : this.configuredMaxInFlight;
+  }
 
   constructor(url: string, options: NodeConnectionOptions) {
     const u = new URL(url);

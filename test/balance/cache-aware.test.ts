@@ -180,7 +180,7 @@ describe('cache-aware policy', () => {
       const req = chat(s.history, `session-${slot}-${s.system}`);
       const node = pick(p, req)!;
       chargePrefill(node, req.promptTokens - Math.max(0, req.cachedTokens), t);
-      recordFirstToken(node, 200, req.promptTokens - Math.max(0, req.cachedTokens), t + 200, 10_000);
+      recordFirstToken(node, req.promptTokens - Math.max(0, req.cachedTokens), t + 200, 10_000);
       if (req.cachedTokens > 512) hits++;
       requests++;
       assert.ok(p.indexBytes <= bound);

@@ -76,9 +76,9 @@ describe('least-response-time on a node with a 4x slower prefill', { timeout: 12
     const slowRate = slow.timing.ttftRate.value();
     assert.ok(fastRate > 0 && slowRate > 0, `both nodes sampled: ${fastRate}, ${slowRate}`);
     assert.ok(slowRate >= 3 * fastRate, `learned ms/token: slow ${slowRate} vs fast ${fastRate}`);
-    // The streams' heads came at once: the head times alone could not tell the nodes apart.
-    const headP50 = (n: UpstreamNode): number => n.ttfbEwmaMs;
-    assert.ok(headP50(slow) < 0.5 * slow.timing.ttft.percentileSeconds(50) * 1000);
+    // The streams' heads came at once: the head times alone could not tell the nodes apart (a
+    // 2,000-token prompt's prefill at the slow node's learned rate is several times its head time).
+    assert.ok(slow.ttfbEwmaMs < 0.5 * slowRate * 2000, `head ${slow.ttfbEwmaMs} ms, rate ${slowRate}`);
 
     const fastBefore = fast.attempts;
     const slowBefore = slow.attempts;

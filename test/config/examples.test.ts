@@ -113,6 +113,7 @@ void describe('config/examples', () => {
       ],
       admin: { address: '127.0.0.1', port: 9901 },
       server: { drain_timeout_ms: 30000, reload_debounce_ms: 100 },
+      metrics: { window_slices: 6, window_slice_ms: 10000 },
       pools: [
         {
           name: 'gpu',

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { BASE_LINES, errorsOf, onlyErrorOf, placesOf, yamlLines } from './config-fixtures.js';
 
 const ROOT_KEYS =
-  'version, listeners, admin, server, pools, routes, simulator, tenants, anonymous_tenant, rate_limits, batch_api, plugins, plugin_store';
+  'version, listeners, admin, server, metrics, access_log, tracing, pools, routes, simulator, tenants, anonymous_tenant, rate_limits, batch_api, plugins, plugin_store';
 
 void describe('unknown keys', () => {
   void it('points at the key itself, lists the allowed keys and suggests the closest one', () => {

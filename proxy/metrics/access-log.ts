@@ -1,0 +1,141 @@
+/**
+ * The structured access log: one JSON line per request (id, tenant, route, pool, node, model,
+ * status, bytes, time to first token, duration, attempts, refusal reason), written by pino through
+ * an asynchronous destination so that the event loop never waits on the disk or the pipe. Never
+ * logs keys, bodies or query strings. Successful requests can be sampled; failures are always
+ * written when their level is enabled.
+ */
+import { pino, destination, stdTimeFunctions, type Logger } from 'pino';
+import type { ObservedRequest, RequestRecord } from './request-record.js';
+
+/** Access-log settings (`access_log` in the config). */
+export interface AccessLogOptions {
+  /** `stdout`, `stderr` or a file path (appended to, created with its directory). */
+  destination: string;
+  /** Lowest level written: 2xx/3xx lines are `info`, 4xx `warn`, 5xx `error`. */
+  level: 'debug' | 'info' | 'warn' | 'error';
+  /** Share of `info` lines written, 0..1 (1: all). */
+  sampleRate: number;
+}
+
+/** Longest body prefix searched for the `model` field, bytes. */
+const MODEL_SCAN_BYTES = 4096;
+const MODEL_KEY = Buffer.from('"model"');
+const MODEL_VALUE = /^\s*:\s*"([^"\\]{1,200})"/;
+
+/** The JSON `model` of a request body, when it appears in its first 4 KiB; else null. */
+export function modelOf(body: Buffer | null): string | null {
+  if (body === null) return null;
+  const head = body.length > MODEL_SCAN_BYTES ? body.subarray(0, MODEL_SCAN_BYTES) : body;
+  const at = head.indexOf(MODEL_KEY);
+  if (at < 0) return null;
+  const m = MODEL_VALUE.exec(head.toString('utf8', at + MODEL_KEY.length, Math.min(head.length, at + 260)));
+  return m === null ? null : m[1]!;
+}
+
+export class AccessLog {
+  private readonly logger: Logger;
+  private readonly dest: ReturnType<typeof destination>;
+  private readonly sampleRate: number;
+  /** True when the destination is a file this log owns (closed with it). */
+  private readonly ownsFile: boolean;
+  private readonly infoOn: boolean;
+  private readonly warnOn: boolean;
+  private readonly errorOn: boolean;
+  /** Lines written and lines skipped by sampling (for tests and metrics). */
+  written = 0;
+  sampledOut = 0;
+
+  constructor(options: AccessLogOptions) {
+    const d = options.destination;
+    this.ownsFile = d !== 'stdout' && d !== 'stderr';
+    this.dest = destination({
+      dest: d === 'stdout' ? 1 : d === 'stderr' ? 2 : d,
+      sync: false,
+      mkdir: this.ownsFile,
+      minLength: 0,
+    });
+    this.logger = pino(
+      {
+        level: options.level,
+        base: null,
+        messageKey: 'msg',
+        timestamp: stdTimeFunctions.isoTime,
+        formatters: { level: (label) => ({ level: label }) },
+      },
+      this.dest,
+    );
+    this.sampleRate = options.sampleRate;
+    this.infoOn = this.logger.isLevelEnabled('info');
+    this.warnOn = this.logger.isLevelEnabled('warn');
+    this.errorOn = this.logger.isLevelEnabled('error');
+  }
+
+  /** Writes the line of a finished request (or skips it: level, sampling). */
+  write(
+    req: ObservedRequest,
+    rec: RequestRecord,
+    durationMs: number,
+    queueWaitMs: number,
+    tokens: number,
+  ): void {
+    const status = req.status;
+    const level = status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info';
+    if (level === 'info') {
+      if (!this.infoOn) return;
+      if (this.sampleRate < 1 && Math.random() >= this.sampleRate) {
+        this.sampledOut++;
+        return;
+      }
+    } else if (level === 'warn' ? !this.warnOn : !this.errorOn) return;
+    this.written++;
+    const route = req.route;
+    this.logger[level]({
+      msg: 'request',
+      request_id: req.id,
+      method: req.method,
+      path: req.path,
+      tenant: req.tenant === '' ? null : req.tenant,
+      route: route === null ? null : route.name,
+      pool: req.pool === null ? null : req.pool.name,
+      node: rec.node === null ? null : rec.node.id,
+      model: modelOf(req.body),
+      status,
+      bytes: rec.bytes,
+      ttft_ms: rec.ttftMs < 0 ? null : round(rec.ttftMs),
+      duration_ms: round(durationMs),
+      queue_ms: queueWaitMs < 0 ? null : round(queueWaitMs),
+      batch_size: rec.batchSize < 0 ? null : rec.batchSize,
+      attempts: req.attempts,
+      tokens: tokens < 0 ? null : tokens,
+      refusal: rec.refusalReason,
+      error: rec.errorCode,
+      trace_id: rec.trace === null ? null : rec.trace.traceId,
+    });
+  }
+
+  /** Writes the line of a request refused before it became a session (framing, size). */
+  writeRefused(status: number, reason: string): void {
+    const level = status >= 500 ? 'error' : 'warn';
+    if (level === 'warn' ? !this.warnOn : !this.errorOn) return;
+    this.written++;
+    this.logger[level]({ msg: 'request', status, refusal: reason });
+  }
+
+  /** Flushes what is buffered and closes the destination. */
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.logger.flush(() => resolve());
+    });
+    if (!this.ownsFile) return;
+    await new Promise<void>((resolve) => {
+      this.dest.once('close', () => resolve());
+      this.dest.once('error', () => resolve());
+      this.dest.end();
+    });
+  }
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

@@ -1,0 +1,93 @@
+/**
+ * `sluice stats`: merges the histograms of several running instances exactly (counts add up), prints
+ * percentiles per route or node, writes an `.hgrm` percentile distribution, and rejects bad
+ * arguments with exit 2.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { runStatsCli } from '../../proxy/cli/stats-cli.js';
+import { basicConfig, chatRequest, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+
+function capture(): {
+  out: string[];
+  err: string[];
+  io: { stdout(s: string): void; stderr(s: string): void };
+} {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { out, err, io: { stdout: (s) => out.push(s), stderr: (s) => err.push(s) } };
+}
+
+describe('sluice stats', { timeout: 30_000 }, () => {
+  let fleet: SimFleet | undefined;
+  let a: TestSluice | undefined;
+  let b: TestSluice | undefined;
+  let dir = '';
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
+    a = await startTestSluice(basicConfig(fleet.urls));
+    b = await startTestSluice(basicConfig(fleet.urls));
+    for (const [t, n] of [
+      [a, 3],
+      [b, 5],
+    ] as const)
+      for (let i = 0; i < n; i++) await (await fetch(`${t.url}/v1/chat/completions`, chatRequest())).text();
+    dir = await mkdtemp(join(tmpdir(), 'sluice-stats-'));
+  });
+
+  after(async () => {
+    await a?.close();
+    await b?.close();
+    await fleet?.close();
+    if (dir !== '') await rm(dir, { recursive: true, force: true });
+  });
+
+  it('merges two instances: the route shows every request of both', async () => {
+    const c = capture();
+    assert.equal(
+      await runStatsCli(['--admin', a!.adminUrl, '--admin', b!.adminUrl, '--view', 'total'], c.io),
+      0,
+    );
+    const text = c.out.join('');
+    assert.match(text, /^duration \(since start\), 2 instances$/m);
+    assert.match(text, /^route\s+count\s+p50 ms\s+p90 ms\s+p99 ms\s+p99\.9 ms\s+max ms$/m);
+    assert.match(text, /^all\s+8\s+[\d.]+/m);
+  });
+
+  it('groups by node and writes the merged distribution as .hgrm', async () => {
+    const c = capture();
+    const hgrm = join(dir, 'duration.hgrm');
+    assert.equal(
+      await runStatsCli(
+        [a!.adminUrl, b!.adminUrl, '--by', 'node', '--json', '--hgrm', hgrm, '--view', 'total'],
+        c.io,
+      ),
+      0,
+    );
+    const body = JSON.parse(c.out.join('')) as { unit: string; groups: { group: string; count: number }[] };
+    assert.equal(body.unit, 'ms');
+    assert.equal(body.groups.length, 2);
+    assert.equal(
+      body.groups.reduce((n, g) => n + g.count, 0),
+      8,
+    );
+    const file = await readFile(hgrm, 'utf8');
+    assert.match(file, /Value\s+Percentile\s+TotalCount/);
+    assert.match(file, /#\[Mean\s+=/);
+    assert.match(file, /#\[Max\s+=/);
+  });
+
+  it('exits 2 with the usage for a bad argument, and 1 for an instance it cannot read', async () => {
+    const c = capture();
+    assert.equal(await runStatsCli(['--metric', 'nope', '--admin', a!.adminUrl], c.io), 2);
+    assert.match(c.err.join(''), /--metric must be one of/);
+    const d = capture();
+    assert.equal(await runStatsCli(['--admin', 'http://127.0.0.1:1'], d.io), 1);
+    assert.match(d.err.join(''), /cannot read http:\/\/127\.0\.0\.1:1/);
+  });
+});
