@@ -15,7 +15,7 @@ import { AffinityOutcome } from './balance-policy.js';
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
 import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
 import { ExpectedTtft } from './expected-ttft.js';
-import { MemberTable, candidateWeight } from './member-table.js';
+import { MemberTable } from './member-table.js';
 import { PrefixIndex } from './prefix-index.js';
 import { FIXED_WORK_TOKENS } from './node-timing.js';
 import { PROMPT_BLOCK_TOKENS } from './prompt-blocks.js';
@@ -103,14 +103,9 @@ export class CacheAwarePolicy implements BalancePolicy {
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
     // HOT
-    const { nodes, weights, length } = this.table;
+    const { nodes, length } = this.table;
     const cand = this.candidate;
-    let count = 0;
-    for (let i = 0; i < length; i++) {
-      const w = candidateWeight(nodes[i]!, weights[i]!, tried);
-      cand[i] = w;
-      if (w > 0) count++;
-    }
+    const count = this.table.candidates(tried, cand);
     req.affinityOutcome = AffinityOutcome.none;
     if (count === 0) return null;
     const prompt = req.promptTokens;

@@ -7,7 +7,7 @@
  */
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
 import { ExpectedTtft } from './expected-ttft.js';
-import { MemberTable, candidateWeight } from './member-table.js';
+import { MemberTable } from './member-table.js';
 import { FIXED_WORK_TOKENS } from './node-timing.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
@@ -36,15 +36,10 @@ export class LeastResponseTimePolicy implements BalancePolicy {
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
     // HOT
-    const { nodes, weights, length } = this.table;
+    const { nodes, length } = this.table;
     if (length === 0) return null;
     const cand = this.candidate;
-    let count = 0;
-    for (let i = 0; i < length; i++) {
-      const w = candidateWeight(nodes[i]!, weights[i]!, tried);
-      cand[i] = w;
-      if (w > 0) count++;
-    }
+    const count = this.table.candidates(tried, cand);
     if (count === 0) return null;
     const expected = this.expected;
     const own = req.promptTokens;
