@@ -68,10 +68,10 @@ export class ExpectedTtft {
   prepare(promptTokens: number): void {
     // HOT
     if (promptTokens > 0) {
-      this.meanPromptTokens =
-        this.meanPromptTokens === 0
-          ? promptTokens
-          : this.meanPromptTokens + (promptTokens - this.meanPromptTokens) / PROMPT_WINDOW;
+      // One arithmetic expression (the first request sets the mean: divisor 1), not a choice between
+      // the tagged argument and a double, which the compiler boxes into a heap number per call.
+      const m = this.meanPromptTokens;
+      this.meanPromptTokens = m + (promptTokens - m) / (m === 0 ? 1 : PROMPT_WINDOW);
     }
     const nodes = this.nodes;
     const n = nodes.length;

@@ -18,7 +18,7 @@ export const MAX_PROMPT_CHARS = 1 << 19;
 /** Most blocks a prompt has (MAX_PROMPT_CHARS / PROMPT_BLOCK_CHARS). */
 const MAX_PROMPT_BLOCKS = MAX_PROMPT_CHARS / PROMPT_BLOCK_CHARS;
 
-/** Bits a block hash keeps: any int32 above 2^30 − 1 would be boxed as a heap number when passed on. */
+/** Bits a block hash keeps: with compressed pointers an int32 past ±2^30 is boxed when passed on. */
 const HASH_MASK = 0x3fffffff;
 
 const FNV_OFFSET = 0x811c9dc5 | 0;
@@ -28,7 +28,8 @@ const FNV_PRIME = 0x01000193;
 export interface PromptBlocks {
   /**
    * The chained block hashes (see the module comment), 30-bit (`HASH_MASK`) so that reading one or
-   * passing it to a call never allocates (V8's small integers hold 31 bits); never 0 (0 marks an empty slot in the prefix index). Empty for a prompt shorter
+   * passing it to a call never allocates, even where V8 compresses pointers (its small integers
+   * then hold 31 bits); never 0 (0 marks an empty slot in the prefix index). Empty for a prompt shorter
    * than one block or a body without one.
    */
   readonly hashes: Int32Array;
