@@ -72,8 +72,8 @@ export class CacheAwarePolicy implements BalancePolicy {
     const cacheTokens = positive(options.cacheTokens, DEFAULT_CACHE_TOKENS);
     const maxBytes = positive(options.indexMaxBytes, DEFAULT_INDEX_MAX_BYTES);
     let blocks = Math.ceil(cacheTokens / PROMPT_BLOCK_TOKENS);
-    // Each node's index takes 3–6 bytes per block (two generations of entries for 2/3 of the blocks,
-    // one entry per CHECKPOINT_BLOCKS, in tables at most half full, 4-byte slots); fit the pool's
+    // Each node's index takes 5–11 bytes per block (two tables sized for one entry per two blocks
+    // of a generation's 2/3 of the capacity, at most half full, 4-byte slots); fit the pool's
     // indexes under the bound.
     while (blocks > 16 && n * new PrefixIndex(blocks).memoryBytes > maxBytes) blocks = Math.floor(blocks / 2);
     this.indexes = this.table.nodes.map(() => new PrefixIndex(blocks));

@@ -6,7 +6,7 @@
  *
  *   current  [ . h7 . . h11 h3 . . ]   inserts and touches go here
  *   previous [ h15 . h4 . . . h3 . ]   the generation before; a lookup looks in both
- *   when current holds its share of entries: previous is dropped, current becomes previous
+ *   when current has taken its share of blocks: previous is dropped, current becomes previous
  *
  * So the set holds between 2/3 and 4/3 of `capacity` of the most recently used blocks, the node's
  * cache size on average: an LRU with eviction in batches instead of one block at a time.
@@ -20,7 +20,8 @@
  * A prompt that extends a recorded one (the next turn of a conversation) matches exactly; one that
  * shares only part of a recorded prompt matches to the last checkpoint of that part (at most
  * CHECKPOINT_BLOCKS − 1 blocks short). Recording costs a quarter of the hash-table writes it would
- * with every block, and the tables a quarter of the memory for the same capacity.
+ * with every block. A generation ends after its share of blocks (or of entries, whichever runs out
+ * first); the tables are sized for one entry per two blocks, half the memory of every block.
  */
 
 /** Bytes of one slot (a 30-bit block hash in an int32; 0 = empty). */
@@ -29,21 +30,30 @@ const SLOT_BYTES = 4;
 export const CHECKPOINT_BLOCKS = 4;
 
 export class PrefixIndex {
-  /** Entries one generation holds before it becomes the previous one. */
+  /** Prompt blocks recorded into one generation before it becomes the previous one. */
   readonly generationBlocks: number;
+  /** Entries one generation holds at most (it becomes the previous one sooner if they run out). */
+  readonly generationEntries: number;
   private current: Int32Array;
   private previous: Int32Array;
   private readonly mask: number;
   /** Entries in `current`. */
   private count = 0;
+  /** Prompt blocks recorded into `current` (blocks already held there are not counted again). */
+  private blocks = 0;
 
   /** An index for a node caching about `capacityBlocks` blocks (at least 16). */
   constructor(capacityBlocks: number) {
-    // A prompt of k blocks takes about k / CHECKPOINT_BLOCKS + 1 entries.
-    this.generationBlocks = Math.max(8, Math.ceil((capacityBlocks * 2) / (3 * CHECKPOINT_BLOCKS)));
+    this.generationBlocks = Math.max(32, Math.ceil((capacityBlocks * 2) / 3));
+    // A long prompt takes one entry per CHECKPOINT_BLOCKS blocks, but the next turn of a
+    // conversation adds only its few new blocks and one entry for its last block: about one entry
+    // per two blocks. A generation is measured in the blocks recorded into it, not in its entries,
+    // so that the index forgets what the node's cache would: measured in entries at one per four
+    // blocks, short turns made it forget at about half the capacity.
+    this.generationEntries = Math.max(8, Math.ceil(this.generationBlocks / 2));
     // Load factor at most 1/2, so a probe sequence stays short.
     let size = 16;
-    while (size < this.generationBlocks * 2) size *= 2;
+    while (size < this.generationEntries * 2) size *= 2;
     this.mask = size - 1;
     this.current = new Int32Array(size);
     this.previous = new Int32Array(size);
@@ -131,6 +141,8 @@ export class PrefixIndex {
       this.touch(hashes[i]!);
     }
     if (from < n) this.touch(hashes[n - 1]!);
+    this.blocks += n - from;
+    if (this.blocks >= this.generationBlocks) this.rotate();
   }
 
   /** Forgets everything (the node restarted or its cache was dropped). */
@@ -138,6 +150,7 @@ export class PrefixIndex {
     this.current.fill(0);
     this.previous.fill(0);
     this.count = 0;
+    this.blocks = 0;
   }
 
   private touch(h: number): void {
@@ -152,14 +165,17 @@ export class PrefixIndex {
       i = (i + 1) & mask;
     }
     t[i] = h;
-    if (++this.count >= this.generationBlocks) {
-      // The oldest generation is evicted; the full one becomes the previous.
-      const old = this.previous;
-      old.fill(0);
-      this.previous = t;
-      this.current = old;
-      this.count = 0;
-    }
+    if (++this.count >= this.generationEntries) this.rotate();
+  }
+
+  /** The oldest generation is evicted; the full one becomes the previous. */
+  private rotate(): void {
+    const old = this.previous;
+    old.fill(0);
+    this.previous = this.current;
+    this.current = old;
+    this.count = 0;
+    this.blocks = 0;
   }
 }
 

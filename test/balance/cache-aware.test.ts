@@ -186,7 +186,7 @@ describe('cache-aware policy', () => {
       assert.ok(p.indexBytes <= bound);
     }
     assert.equal(requests, 36_000);
-    for (const ix of p.indexes) assert.ok(ix.size <= 2 * ix.generationBlocks);
+    for (const ix of p.indexes) assert.ok(ix.size <= 2 * ix.generationEntries);
     assert.ok(hits > requests / 4, `follow-up turns found their history: ${hits} of ${requests}`);
     // Nothing grows with the traffic (allow for the test's own strings and the collector's timing).
     const grown = process.memoryUsage().heapUsed - heapBefore;

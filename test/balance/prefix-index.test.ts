@@ -124,7 +124,7 @@ describe('PrefixIndex', () => {
   });
 
   it('forgets the oldest blocks past its capacity and keeps the ones still used', () => {
-    const ix = new PrefixIndex(48); // generations of 8 entries: 32 blocks
+    const ix = new PrefixIndex(48); // generations of 32 blocks (16 entries at most)
     const old = blockHashes(text('old ', PROMPT_BLOCK_CHARS * 20));
     const kept = blockHashes(text('kept ', PROMPT_BLOCK_CHARS * 10));
     ix.record(old);
@@ -135,16 +135,16 @@ describe('PrefixIndex', () => {
     }
     assert.equal(ix.matchedBlocks(old), 0, 'evicted');
     assert.equal(ix.matchedBlocks(kept), 10, 'kept by use');
-    assert.ok(ix.size <= 2 * ix.generationBlocks);
+    assert.ok(ix.size <= 2 * ix.generationEntries);
   });
 
   it('has a fixed memory size, whatever it is fed', () => {
     const ix = new PrefixIndex(6250);
     const before = ix.memoryBytes;
-    // Generations of 1,042 entries (a checkpoint every 4 blocks), tables at most half full.
-    assert.equal(before, 2 * 4096 * 4);
+    // Generations of 4,167 blocks and at most 2,084 entries, tables at most half full.
+    assert.equal(before, 2 * 8192 * 4);
     for (let i = 0; i < 200; i++) ix.record(blockHashes(text(`prompt ${i} `, PROMPT_BLOCK_CHARS * 50)));
     assert.equal(ix.memoryBytes, before);
-    assert.ok(ix.size <= 2 * ix.generationBlocks);
+    assert.ok(ix.size <= 2 * ix.generationEntries);
   });
 });
