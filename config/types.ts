@@ -126,16 +126,20 @@ export type AffinityConfig =
 
 export interface BalanceConfig {
   /** Policy kind, kebab-case. Default `round-robin`. */
-  kind: 'round-robin' | 'least-request' | 'least-response-time' | 'consistent-hash';
+  kind: 'round-robin' | 'least-request' | 'least-response-time' | 'consistent-hash' | 'cache-aware';
   /** consistent-hash: a node above (1 + epsilon) × mean load is skipped. Default 0.25. */
   epsilon?: number;
   /** consistent-hash: in-flight tokens under which a node keeps its keys. Default 16384. */
   spill_floor_tokens?: number;
   /** consistent-hash: ring points per unit of weight. Default 100. */
   points_per_weight?: number;
-  /** least-response-time: half-life of the TTFB average, ms. Default 10000. */
+  /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. Default 10000. */
   decay_ms?: number;
-  /** consistent-hash: where the key comes from. Without it, no affinity. */
+  /** cache-aware: prefix-cache capacity assumed per node, tokens. Default 400000. */
+  cache_tokens?: number;
+  /** cache-aware: bound of the pool's prefix indexes together, MiB. Default 64. */
+  index_max_mb?: number;
+  /** consistent-hash, cache-aware: where the key comes from. Without it, no affinity (cache-aware: no home node). */
   affinity?: AffinityConfig;
 }
 
@@ -182,9 +186,9 @@ export interface RetryBudgetConfig {
   min_per_second: number;
 }
 
-/** Hedged requests: a second attempt elsewhere when the first has no response head in time. */
+/** Hedged requests: a second attempt elsewhere when the first has no first token (or, not streamed, no head) in time. */
 export interface HedgeConfig {
-  /** The delay is this percentile of the pool's recent TTFB. Default 95. */
+  /** The delay is this percentile of the pool's recent times to first token (streams) or head times. Default 95. */
   percentile: number;
   /** Floor of the delay, ms. Default 50. */
   min_delay_ms: number;

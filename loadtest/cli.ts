@@ -10,6 +10,7 @@ import { LoadtestError, LoadtestErrorCode } from './loadtest-error.js';
 import { compareResults, readResult, renderComparison } from './report/compare.js';
 import { writeRunFiles, writeVariantsPlot } from './report/output-files.js';
 import { renderReport } from './report/report-table.js';
+import { renderVariantsSummary } from './report/variants-table.js';
 import type { LoadtestResult } from './report/result.js';
 import { runScenario } from './run-scenario.js';
 import { loadScenarioFile } from './scenario/scenario-loader.js';
@@ -124,7 +125,9 @@ async function run(
       io.stdout('');
       for (const line of renderComparison(first, other, compareResults(first, other))) io.stdout(line);
     }
-    io.stdout(`plot of all variants: ${await writeVariantsPlot(results, dir)}`);
+    io.stdout('');
+    for (const line of renderVariantsSummary(results)) io.stdout(line);
+    io.stdout(`plots of all variants: ${(await writeVariantsPlot(results, dir)).join(' ')}`);
   }
   return 0;
 }

@@ -61,8 +61,11 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
   const durationMs = (opts.durationS ?? spec.durationS) * 1000;
   let fleet: FleetHandle | null = null;
   let sluice: SluiceChild | null = null;
+  /** Every Sluice child of the run (`sluice.instances`); `sluice` is the first. */
+  const sluices: SluiceChild[] = [];
   let sender: HttpSender | null = null;
-  let adminUrl: string | null = null;
+  /** Admin API of every Sluice child, in `sluices` order. */
+  const adminUrls: string[] = [];
   try {
     if (spec.fleet !== null) {
       fleet = await startFleet(spec.fleet);
@@ -71,18 +74,28 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       );
     }
     if (spec.sluice !== null) {
-      const adminPort = await freePort();
-      const text = expandTemplate(spec.sluice.template, {
-        nodeUrls: fleet?.urls ?? [],
-        port: await freePort(),
-        adminPort,
-      });
-      adminUrl = `http://127.0.0.1:${adminPort}`;
-      sluice = await startSluiceChild(text, spec.sluice.listener);
-      log(`sluice: pid ${sluice.pid ?? '?'} listening on ${sluice.url}`);
+      for (let i = 0; i < spec.sluice.instances; i++) {
+        const adminPort = await freePort();
+        const text = expandTemplate(spec.sluice.template, {
+          nodeUrls: fleet?.urls ?? [],
+          port: await freePort(),
+          adminPort,
+        });
+        const child = await startSluiceChild(text, spec.sluice.listener);
+        sluices.push(child);
+        adminUrls.push(`http://127.0.0.1:${adminPort}`);
+        log(`sluice: pid ${child.pid ?? '?'} listening on ${child.url}`);
+      }
+      sluice = sluices[0] ?? null;
     }
+    // Several instances: the sender takes the origins in turn, so consecutive requests (and the
+    // turns of one conversation) alternate between instances that share nothing.
     const origins =
-      sluice !== null ? [sluice.url] : spec.target !== null ? [spec.target] : (fleet?.urls ?? []);
+      sluice !== null
+        ? sluices.map((s) => s.url)
+        : spec.target !== null
+          ? [spec.target]
+          : (fleet?.urls ?? []);
     const targetKind = sluice !== null ? 'sluice' : spec.target !== null ? 'external' : 'direct';
     const probe: NodeProbe | null =
       fleet?.probe ?? (spec.nodeMetrics.length > 0 ? metricsProbe(spec.nodeMetrics, null) : null);
@@ -115,8 +128,8 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       if (warm.targetRefused()) throw refused(origins);
     }
     const before: NodeSample[] = (await probe?.sample()) ?? [];
-    const cpuBefore = (await sluice?.cpuSeconds()) ?? null;
-    const pluginsBefore = await pluginSeries(adminUrl);
+    const cpuBefore = await sluicesCpu(sluices);
+    const pluginsBefore = await pluginSeries(adminUrls);
     const startedAt = new Date();
     const recorder = new Recorder(spec.workload.tenants.length, performance.now());
     const phase = makePhase(durationMs, recorder);
@@ -124,8 +137,8 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     await runPhase(spec, driver, phase, origins).finally(stop);
     const wallMs = performance.now() - recorder.phaseStart;
     const after: NodeSample[] = (await probe?.sample()) ?? [];
-    const cpuAfter = (await sluice?.cpuSeconds()) ?? null;
-    const pluginsAfter = await pluginSeries(adminUrl);
+    const cpuAfter = await sluicesCpu(sluices);
+    const pluginsAfter = await pluginSeries(adminUrls);
     if (recorder.targetRefused()) throw refused(origins);
     const sendingMs = (phase.stoppedAt ?? recorder.phaseStart + durationMs) - recorder.phaseStart;
     return buildResult(recorder, {
@@ -149,23 +162,41 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
   } finally {
     sender?.abortAll();
     await sender?.close();
-    await sluice?.stop();
+    for (const s of sluices) await s.stop();
     await fleet?.close();
   }
 }
 
-/** The `sluice_plugin_*` series of a Sluice admin API (`name{labels}` → value), or null when unreadable. */
-async function pluginSeries(adminUrl: string | null): Promise<Map<string, number> | null> {
-  if (adminUrl === null) return null;
+/** CPU seconds of every Sluice child together; null without any (or when one cannot be read). */
+async function sluicesCpu(sluices: readonly SluiceChild[]): Promise<number | null> {
+  if (sluices.length === 0) return null;
+  let total = 0;
+  for (const s of sluices) {
+    const cpu = await s.cpuSeconds();
+    if (cpu === null) return null;
+    total += cpu;
+  }
+  return total;
+}
+
+/**
+ * The `sluice_plugin_*` series of the Sluice admin APIs (`name{labels}` → value, summed over the
+ * instances), or null without any or when one is unreadable.
+ */
+async function pluginSeries(adminUrls: readonly string[]): Promise<Map<string, number> | null> {
+  if (adminUrls.length === 0) return null;
   try {
-    const text = await (await fetch(`${adminUrl}/metrics`)).text();
     const out = new Map<string, number>();
-    for (const s of parsePromText(text)) {
-      if (!s.name.startsWith('sluice_plugin_')) continue;
-      const labels = Object.entries(s.labels)
-        .map(([k, v]) => `${k}="${v}"`)
-        .join(',');
-      out.set(labels === '' ? s.name : `${s.name}{${labels}}`, s.value);
+    for (const adminUrl of adminUrls) {
+      const text = await (await fetch(`${adminUrl}/metrics`)).text();
+      for (const s of parsePromText(text)) {
+        if (!s.name.startsWith('sluice_plugin_')) continue;
+        const labels = Object.entries(s.labels)
+          .map(([k, v]) => `${k}="${v}"`)
+          .join(',');
+        const key = labels === '' ? s.name : `${s.name}{${labels}}`;
+        out.set(key, (out.get(key) ?? 0) + s.value);
+      }
     }
     return out;
   } catch {

@@ -1,7 +1,8 @@
 /**
  * Writes a run's files into the output directory: `<scenario>-<variant>.json` (the result),
  * `.hgrm` (end-to-end percentile distribution), `-ttft.hgrm` when streams were measured, and `.svg`
- * (the percentile plot); and one `<scenario>-variants.svg` comparing variants' end-to-end latency.
+ * (the percentile plot); and `<scenario>-variants.svg` and `<scenario>-variants-ttft.svg` comparing
+ * the variants' end-to-end latency and time to first token.
  */
 
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -35,11 +36,20 @@ export async function writeRunFiles(r: LoadtestResult, dir: string): Promise<str
   return files.map(([file]) => file);
 }
 
-/** Writes `<scenario>-variants.svg` with each variant's end-to-end line; resolves to its path. */
-export async function writeVariantsPlot(results: readonly LoadtestResult[], dir: string): Promise<string> {
-  const first = results[0];
-  const file = join(dir, `${first?.scenario ?? 'scenario'}-variants.svg`);
-  const series = results.map((r) => ({ name: r.variant, histogram: decodeHistogram(r.histograms.e2e) }));
-  await writeFile(file, renderSvgPlot(`${first?.scenario ?? ''}: end-to-end latency by variant`, series));
-  return file;
+/**
+ * Writes `<scenario>-variants.svg` with each variant's end-to-end line and, when streams were
+ * measured, `<scenario>-variants-ttft.svg` with each variant's time-to-first-token line (a plot of
+ * its own: on the end-to-end scale the first tokens would be a flat line at the bottom). Resolves
+ * to the paths written.
+ */
+export async function writeVariantsPlot(results: readonly LoadtestResult[], dir: string): Promise<string[]> {
+  const name = results[0]?.scenario ?? 'scenario';
+  const e2eFile = join(dir, `${name}-variants.svg`);
+  const e2e = results.map((r) => ({ name: r.variant, histogram: decodeHistogram(r.histograms.e2e) }));
+  await writeFile(e2eFile, renderSvgPlot(`${name}: end-to-end latency by variant`, e2e));
+  const ttft = results.map((r) => ({ name: r.variant, histogram: decodeHistogram(r.histograms.ttft) }));
+  if (ttft.every((s) => s.histogram.totalCount === 0)) return [e2eFile];
+  const ttftFile = join(dir, `${name}-variants-ttft.svg`);
+  await writeFile(ttftFile, renderSvgPlot(`${name}: time to first token by variant`, ttft));
+  return [e2eFile, ttftFile];
 }

@@ -105,6 +105,7 @@ function resolveSluice(
 ): SluiceSpec | null {
   if (!isRecord(raw)) return null;
   const listener = typeof raw['listener'] === 'string' ? raw['listener'] : null;
+  const instances = typeof raw['instances'] === 'number' ? raw['instances'] : 1;
   const inline = raw['config'];
   const file = raw['config_file'];
   if ((typeof inline === 'string') === (typeof file === 'string')) {
@@ -116,7 +117,7 @@ function resolveSluice(
     return null;
   }
   if (typeof inline === 'string') {
-    return { template: inline, origin: inlineOrigin(ctx, [...path, 'config']), listener };
+    return { template: inline, origin: inlineOrigin(ctx, [...path, 'config']), listener, instances };
   }
   const full = resolve(ctx.dir, file as string);
   try {
@@ -124,6 +125,7 @@ function resolveSluice(
       template: readFileSync(full, 'utf8'),
       origin: { file: full, lineOffset: 0, colOffset: 0 },
       listener,
+      instances,
     };
   } catch (err) {
     issues.push({

@@ -112,6 +112,13 @@ const SLUICE = {
       type: 'string',
       minLength: 1,
     },
+    instances: {
+      description:
+        'Sluice processes started with the same config (each on its own ports, sharing nothing); the client sends to them in turn. Default 1.',
+      type: 'integer',
+      minimum: 1,
+      maximum: 8,
+    },
   },
 };
 
@@ -216,6 +223,13 @@ export const SCENARIO_SCHEMA: Record<string, unknown> = {
           type: 'integer',
           minimum: 1,
           maximum: 100000,
+        },
+        session_zipf: {
+          description:
+            'Popularity of the session slots: an arrival starts its search for a free session at slot k with probability proportional to 1 / (k + 1)^session_zipf (a few hot conversations). 0: uniform. Default 0.',
+          type: 'number',
+          minimum: 0,
+          maximum: 10,
         },
         tenants: {
           description:
@@ -337,7 +351,8 @@ export const SCENARIO_SCHEMA: Record<string, unknown> = {
                 },
               },
               burst: {
-                description: 'embedding, open loop: requests sent together per arrival. Default 1.',
+                description:
+                  'Open loop: requests sent together per arrival (chat: each a turn of its own session, e.g. a burst of new conversations). Default 1.',
                 type: 'integer',
                 minimum: 1,
                 maximum: 1024,

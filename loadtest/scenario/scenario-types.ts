@@ -49,6 +49,8 @@ export interface SluiceSpec {
   origin: ConfigOrigin;
   /** Listener to send traffic to; null = the first. */
   listener: string | null;
+  /** Sluice processes with this config, sent to in turn (no shared state between them). */
+  instances: number;
 }
 
 /** One caller. */
@@ -66,6 +68,8 @@ export interface TenantSpec {
 export interface ChatMix {
   kind: 'chat';
   weight: number;
+  /** Open loop: requests per arrival (each its own session turn), sent at the same intended time. */
+  burst: number;
   stream: boolean;
   /** Tokens of each shared system prompt (0 = none). */
   systemPromptTokens: number;
@@ -103,6 +107,8 @@ export interface WorkloadSpec {
   embeddingModel: string;
   /** Concurrent chat sessions kept per tenant. */
   sessions: number;
+  /** Zipf exponent of session-slot popularity; 0 = uniform. */
+  sessionZipf: number;
   tenants: TenantSpec[];
   mix: MixEntry[];
 }

@@ -20,7 +20,7 @@ const CHAT_KEYS = [
   'hot_key',
   'repeat',
 ];
-const EMBEDDING_KEYS = ['burst', 'input_tokens', 'items'];
+const EMBEDDING_KEYS = ['input_tokens', 'items'];
 
 /** Defaults of the workload section. */
 export const WORKLOAD_DEFAULTS = {
@@ -110,6 +110,7 @@ function resolveMixEntry(m: Obj, at: ConfigPath, issues: ConfigIssue[]): MixEntr
   return {
     kind,
     weight,
+    burst: num(m, 'burst', 1),
     stream: m['stream'] !== false,
     systemPromptTokens: num(m, 'system_prompt_tokens', 0),
     systemPrompts: num(m, 'system_prompts', 1),
@@ -143,6 +144,7 @@ export function resolveWorkload(
     model: str(raw, 'model') ?? models.chat,
     embeddingModel: str(raw, 'embedding_model') ?? models.embedding,
     sessions: num(raw, 'sessions', WORKLOAD_DEFAULTS.sessions),
+    sessionZipf: num(raw, 'session_zipf', 0),
     tenants: resolveTenants(raw['tenants'], issues),
     mix: mixRaw.map((m, i) => resolveMixEntry(m, ['workload', 'mix', i], issues)),
   };

@@ -52,27 +52,55 @@ export class ChatSession {
 }
 
 /**
- * A fixed number of session slots for one tenant. `take` picks a random slot and scans forward for a
- * session that is not waiting for a reply; finished sessions are replaced by new ones. When every slot
- * is busy, a one-off session is made that is not kept (counted as an overflow).
+ * A fixed number of session slots for one tenant. `take` picks a slot (uniformly, or by Zipf
+ * popularity so that a few conversations are hot) and scans forward for a session that is not
+ * waiting for a reply; finished sessions are replaced by new ones. When every slot is busy, a
+ * one-off session is made that is not kept (counted as an overflow).
  */
 export class SessionPool {
   private readonly slots: (ChatSession | null)[];
+  /** Cumulative Zipf weights of the slots (last = 1), or null for uniform picks. */
+  private readonly cumulative: Float64Array | null;
   /** One-off sessions made because every slot was busy. */
   overflows = 0;
 
-  /** @param create - makes a new session (id, system prompt, turn count) */
+  /**
+   * @param create - makes a new session (id, system prompt, turn count)
+   * @param zipf - popularity exponent: slot k is picked with weight 1 / (k + 1)^zipf; 0 = uniform
+   */
   constructor(
     size: number,
     private readonly create: () => ChatSession,
+    zipf = 0,
   ) {
     this.slots = new Array<ChatSession | null>(size).fill(null);
+    if (zipf > 0) {
+      const c = new Float64Array(size);
+      let sum = 0;
+      for (let k = 0; k < size; k++) c[k] = sum += 1 / Math.pow(k + 1, zipf);
+      for (let k = 0; k < size; k++) c[k] = c[k]! / sum;
+      this.cumulative = c;
+    } else this.cumulative = null;
+  }
+
+  private startSlot(rng: SeededRandom): number {
+    const c = this.cumulative;
+    if (c === null) return rng.nextInt(this.slots.length);
+    const r = rng.nextFloat();
+    let lo = 0;
+    let hi = c.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (c[mid]! <= r) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   /** A session ready for its next turn. `fits` rejects sessions whose history grew too long. */
   take(rng: SeededRandom, fits: (s: ChatSession) => boolean): ChatSession {
     const n = this.slots.length;
-    const start = rng.nextInt(n);
+    const start = this.startSlot(rng);
     for (let k = 0; k < n; k++) {
       const i = (start + k) % n;
       let s = this.slots[i] ?? null;

@@ -87,7 +87,7 @@ export class RequestSource {
     return this.tenants.pick(this.tenantRng);
   }
 
-  /** The requests of one open-loop arrival of `tenant`: one, or `burst` for embeddings. */
+  /** The requests of one open-loop arrival of `tenant`: the mix entry's `burst` (default one). */
   arrival(tenant: number): PlannedRequest[] {
     const mixIndex = this.kinds.pick(this.kindRng);
     const mix = this.workload.mix[mixIndex];
@@ -95,7 +95,8 @@ export class RequestSource {
     if (mix.kind === 'embedding') {
       return Array.from({ length: mix.burst }, () => this.embedding(mix, tenant));
     }
-    return [this.chat(mix, mixIndex, tenant)];
+    if (mix.burst === 1) return [this.chat(mix, mixIndex, tenant)];
+    return Array.from({ length: mix.burst }, () => this.chat(mix, mixIndex, tenant));
   }
 
   /** One request for a closed-loop sender (embedding bursts do not apply). */
@@ -145,7 +146,11 @@ export class RequestSource {
     const id = `${mixIndex}/${tenant}`;
     let pool = this.pools.get(id);
     if (pool === undefined) {
-      pool = new SessionPool(this.workload.sessions, () => this.newSession(mix, mixIndex, tenant));
+      pool = new SessionPool(
+        this.workload.sessions,
+        () => this.newSession(mix, mixIndex, tenant),
+        this.workload.sessionZipf,
+      );
       this.pools.set(id, pool);
     }
     // Half the context for the conversation so far leaves room for the next turn and its answer.

@@ -4,6 +4,7 @@
  * throws: a request without a usable key gets null and is placed without affinity.
  */
 import type { AffinityConfig } from '../../config/types.js';
+import { walkPromptText, type PromptSink } from './prompt-text.js';
 import { stableHashHex } from './stable-hash.js';
 
 /** What an extractor may read from a request. The Session implements it. */
@@ -113,28 +114,18 @@ function scalarText(v: unknown): string | null {
 }
 
 /**
- * The first `chars` characters of the request's prompt text, or '' when it has none. Stops reading
- * as soon as it has enough, so a long conversation costs no more than its first messages.
+ * The first `chars` characters of the request's prompt text (`prompt-text.ts`), or '' when it has
+ * none. Stops reading as soon as it has enough, so a long conversation costs no more than its first
+ * messages.
  */
 export function promptPrefix(body: unknown, chars: number): string {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return '';
-  const b = body as Record<string, unknown>;
   const acc = new PrefixBuilder(chars);
-  // A top-level system prompt (`system`, or the Responses API's `instructions`) comes first.
-  const system = typeof b['system'] === 'string' ? b['system'] : b['instructions'];
-  if (typeof system === 'string' && system !== '') {
-    acc.add('system: ');
-    acc.add(system);
-    acc.add('\n');
-  }
-  if (Array.isArray(b['messages'])) addMessages(acc, b['messages'] as unknown[]);
-  else if (b['prompt'] !== undefined) addPrompt(acc, b['prompt']);
-  else if (b['input'] !== undefined) addPrompt(acc, b['input']);
+  walkPromptText(body, acc);
   return acc.text();
 }
 
 /** Collects text up to a character limit. */
-class PrefixBuilder {
+class PrefixBuilder implements PromptSink {
   private readonly parts: string[] = [];
   /** Characters collected so far. */
   private length = 0;
@@ -152,71 +143,9 @@ class PrefixBuilder {
     this.length += piece.length;
   }
 
+  lastMessage(): void {}
+
   text(): string {
     return this.parts.join('');
-  }
-}
-
-/** Chat content: a string, or OpenAI content parts (text parts contribute their text). */
-function addContent(acc: PrefixBuilder, content: unknown): void {
-  if (typeof content === 'string') {
-    acc.add(content);
-    return;
-  }
-  if (!Array.isArray(content)) return;
-  for (const part of content as unknown[]) {
-    if (acc.full()) return;
-    if (typeof part === 'string') acc.add(part);
-    else if (typeof part === 'object' && part !== null) {
-      const p = part as Record<string, unknown>;
-      if (typeof p['text'] === 'string') acc.add(p['text']);
-      // A non-text part (image, audio) is marked by its type so that it still separates texts.
-      else if (typeof p['type'] === 'string') acc.add(`[${p['type']}]`);
-    }
-  }
-}
-
-/**
- * Completion `prompt` (or `input`): a string, a list of strings (the first is used: each is its own
- * sequence upstream), token ids (written as decimal numbers), or a list of token-id lists (the
- * first), or chat-style messages (as in the Responses API `input`).
- */
-function addPrompt(acc: PrefixBuilder, prompt: unknown): void {
-  if (typeof prompt === 'string') {
-    acc.add(prompt);
-    return;
-  }
-  if (!Array.isArray(prompt) || prompt.length === 0) return;
-  const first: unknown = prompt[0];
-  if (typeof first === 'string') {
-    acc.add(first);
-    return;
-  }
-  if (typeof first === 'number') {
-    for (const t of prompt as unknown[]) {
-      if (acc.full()) return;
-      if (typeof t === 'number') acc.add(`${t} `);
-    }
-    return;
-  }
-  if (Array.isArray(first)) {
-    addPrompt(acc, first);
-    return;
-  }
-  if (typeof first === 'object' && first !== null) {
-    addMessages(acc, prompt as unknown[]);
-  }
-}
-
-/** Chat messages in order, one `role: text` line each. */
-function addMessages(acc: PrefixBuilder, items: readonly unknown[]): void {
-  for (const m of items) {
-    if (acc.full()) return;
-    if (typeof m !== 'object' || m === null) continue;
-    const msg = m as Record<string, unknown>;
-    acc.add(typeof msg['role'] === 'string' ? msg['role'] : '');
-    acc.add(': ');
-    addContent(acc, msg['content']);
-    acc.add('\n');
   }
 }

@@ -5,6 +5,7 @@
  * through the node's fields.
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import type { PromptBlocks } from './prompt-blocks.js';
 
 /** A node as a member of one pool, with that pool's weight for it. */
 export interface PoolMember {
@@ -30,8 +31,31 @@ export interface PickRequest {
   readonly affinityKey: string | null;
   /** Estimated work in tokens (prompt estimate + max_tokens); at least 1. */
   readonly cost: number;
+  /** Estimated prompt tokens (the prefill work), at least 1; read by policies that score prefill. */
+  readonly promptTokens: number;
   /** Written by affinity-aware policies on each pick. */
   affinityOutcome: AffinityOutcome;
+  /**
+   * Written by policies that estimate it: the expected time to first token on the node picked, ms
+   * (-1 when the policy does not estimate it or has no sample yet). Reported in `x-sluice-route`.
+   */
+  expectedTtftMs: number;
+  /**
+   * Written by cache-aware: prompt tokens it expects the picked node to hold in its prefix cache
+   * (-1 when the policy does not estimate it). Reported in `x-sluice-route`.
+   */
+  cachedTokens: number;
+  /**
+   * Written by policies that estimate it: the expected wait before this request's prefill starts on
+   * the node picked (the load term), ms; -1 otherwise. Reported in `x-sluice-route`.
+   */
+  queuedMs: number;
+  /**
+   * The prompt's block hashes and the size of the conversation before its last message
+   * (`prompt-blocks.ts`), computed once per request on the first call, however many picks follow;
+   * read by cache-aware. Absent on requests that carry no prompt text (batch calls, mirrors).
+   */
+  promptBlocks?(): PromptBlocks;
 }
 
 /**
@@ -57,6 +81,12 @@ export interface BalancePolicy {
    * answers 503 or tries a fallback pool). Must not allocate on the common path.
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null;
+  /**
+   * True when the policy reads the prefill queue (`node.timing`): the session then charges each
+   * attempt's prompt tokens to its node until the first token and feeds the learned rates. Absent:
+   * false (only the per-node latency histograms are recorded).
+   */
+  readonly scoresPrefill?: boolean;
 }
 
 /** Policy-specific options from the pool's `balance` config (all optional, defaults per policy). */
@@ -67,8 +97,14 @@ export interface BalanceOptions {
   spillFloorTokens?: number;
   /** consistent-hash: ring points per unit of weight. */
   pointsPerWeight?: number;
-  /** least-response-time: EWMA decay half-life of the TTFB average, ms. */
+  /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. */
   decayMs?: number;
+  /** cache-aware: prefix-cache capacity assumed per node, tokens. */
+  cacheTokens?: number;
+  /** cache-aware: bound of the pool's prefix indexes together, bytes. */
+  indexMaxBytes?: number;
+  /** cache-aware: tokens credited to the affinity key's home node when its index has nothing better. */
+  homeTokens?: number;
 }
 
 /** The `tried` list of a first attempt: no node used yet. Shared, never mutated. */

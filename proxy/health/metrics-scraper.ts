@@ -92,6 +92,8 @@ export class MetricsScraper {
     n.scrapedRunning = load.running;
     n.scrapedWaiting = load.waiting;
     n.scrapedKvUsage = load.kvUsage;
+    // The waiting count includes this instance's own queued attempts; policies subtract these.
+    n.timing.pendingAtScrape = n.timing.pendingCount;
     const reason = saturationReason(load, this.options);
     this.setSaturated(reason !== null, reason ?? 'below every saturation threshold');
   }

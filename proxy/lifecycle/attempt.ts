@@ -7,6 +7,7 @@
  * own flow controller (`pause`, `resume`, `abort`).
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import type { HeldHead } from './held-head.js';
 import type { Session } from './session.js';
 import { SSE_LINE_START } from './sse-first-event.js';
 
@@ -55,6 +56,16 @@ export class Attempt {
   firstTokenMs = -1;
   /** Where the search for the first SSE event stands between chunks (see sse-first-event.ts). */
   sseScan = SSE_LINE_START;
+  /** Prompt tokens charged to the node's prefill queue until the first token; 0 when none (prefill-tracking.ts). */
+  prefillTokens = 0;
+  /** The policy's expected time to first token at dispatch, ms; -1 when it gave none. */
+  expectedTtftMs = -1;
+  /** The policy's estimate of the prompt tokens cached on the node; -1 when it gave none. */
+  cachedTokens = -1;
+  /** The policy's expected wait before this attempt's prefill starts, ms; -1 when it gave none. */
+  queuedMs = -1;
+  /** A streamed head not yet forwarded because a hedge may still win (held-head.ts); null otherwise. */
+  held: HeldHead | null = null;
   /** The attempt's span id when the request is traced, else null. */
   traceSpanId: string | null = null;
 

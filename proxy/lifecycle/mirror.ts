@@ -7,7 +7,7 @@ import type { RouteStats } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
-import { NO_NODES } from '../balance/balance-policy.js';
+import { NO_NODES, type PickRequest } from '../balance/balance-policy.js';
 import type { Controller } from './attempt.js';
 import { nowMs } from './clock.js';
 
@@ -19,6 +19,7 @@ export interface MirrorSource {
   readonly body: Buffer | null;
   readonly affinityKey: string | null;
   readonly cost: number;
+  readonly promptTokens: number;
 }
 
 export class MirrorRequest {
@@ -47,7 +48,15 @@ export class MirrorRequest {
     ttfbMs: number,
     idleMs: number,
   ): void {
-    const pick = { affinityKey: src.affinityKey, cost: src.cost, affinityOutcome: 'none' as const };
+    const pick: PickRequest = {
+      affinityKey: src.affinityKey,
+      cost: src.cost,
+      promptTokens: src.promptTokens,
+      affinityOutcome: 'none',
+      expectedTtftMs: -1,
+      cachedTokens: -1,
+      queuedMs: -1,
+    };
     const node = pool.pick(pick, NO_NODES);
     if (node === null) {
       stats.count(503);

@@ -6,6 +6,7 @@
  */
 import { eligible, NO_NODES, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
 import type { AffinitySource } from '../balance/affinity-key.js';
+import { readPromptBlocks, type PromptBlocks } from '../balance/prompt-blocks.js';
 import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
@@ -16,7 +17,8 @@ import { Attempt } from './attempt.js';
 import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
-import { plainTransferCoding, readResponseHead } from './headers.js';
+import { plainTransferCoding, readResponseHead, type ResponseHead } from './headers.js';
+import { HeldHead } from './held-head.js';
 import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
 import { requestDeadline, type AdmissionRejection } from '../admission/admission-ticket.js';
@@ -32,6 +34,13 @@ import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusRea
 import { classifyUpstreamError } from './upstream-errors.js';
 import { SSE_EVENT_FOUND, scanSseForEvent } from './sse-first-event.js';
 import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
+import {
+  estimatesReport,
+  firstTokenSample,
+  headSample,
+  settleAttemptPrefill,
+  trackPrefill,
+} from './prefill-tracking.js';
 import type { LocalEndpoints, LocalWork } from './local-endpoints.js';
 import { PluginRun } from '../plugin/plugin-run.js';
 import { RequestRecord } from '../metrics/request-record.js';
@@ -106,12 +115,19 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   pool: Pool | null = null;
   affinityKey: string | null = null;
   affinityOutcome: AffinityOutcome = 'none';
+  /** Written by the policy on each pick (see PickRequest); copied to the attempt. */
+  expectedTtftMs = -1;
+  cachedTokens = -1;
+  queuedMs = -1;
   /** Attempts dispatched so far. */
   attempts = 0;
   /** Status sent to the client (0 until decided; 499 when the client left). */
   status = 0;
   private parsed: unknown = UNPARSED;
   private costTokens = 0;
+  private promptCount = 0;
+  /** The prompt's block hashes, computed on the first `promptBlocks()` call. */
+  private blocks: PromptBlocks | null = null;
   /** Nodes earlier attempts used (null until a second pick needs it). */
   private tried: UpstreamNode[] | null = null;
   private first: Attempt | null = null;
@@ -186,8 +202,20 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       const e = estimateRequestTokens(this.json(), BALANCE_MAX_TOKENS);
       const c = e.prompt + e.maxTokens;
       this.costTokens = c >= 1 ? c : 1;
+      this.promptCount = e.prompt >= 1 ? e.prompt : 1;
     }
     return this.costTokens;
+  }
+
+  /** Estimated prompt tokens of the request (its prefill work), at least 1; computed with `cost`. */
+  get promptTokens(): number {
+    if (this.costTokens === 0) void this.cost;
+    return this.promptCount;
+  }
+
+  /** The prompt's block hashes for cache-aware balancing (see PickRequest), computed once. */
+  promptBlocks(): PromptBlocks {
+    return (this.blocks ??= readPromptBlocks(this.json()));
   }
 
   /** Runs the request once its body is complete. */
@@ -434,6 +462,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     node.inFlight++;
     node.inFlightCost += cost;
     node.attempts++;
+    trackPrefill(att, this.pool!, this);
     const p = this.plug;
     if (p !== null && !p.upstreamHooks(att)) return;
     this.dispatchAttempt(att);
@@ -464,8 +493,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // A dispatch that failed synchronously already ran attemptError (and maybe finished).
     if (att.released || this.finished) return;
     // Only the first attempt is hedged, once; retries wait for their own answer.
-    if (this.attempts === 1 && this.hedgeTimer === null) {
-      const delay = this.pool!.state.hedgeDelayMs();
+    const state = this.pool!.state;
+    if (this.attempts === 1 && this.hedgeTimer === null && state.hedge !== null) {
+      const body = this.json();
+      const stream =
+        typeof body === 'object' && body !== null && (body as { stream?: unknown }).stream === true;
+      const delay = state.hedgeDelayMs(stream);
       if (delay >= 0) this.hedgeTimer = setTimeout(onHedgeTimer, delay, this);
     }
   }
@@ -479,16 +512,25 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     return this.tried;
   }
 
-  /** The hedge delay passed with the first attempt still waiting for its head. */
+  /**
+   * The hedge delay passed with the first attempt still without a winner: no head yet, or (a
+   * stream) a head but no first event. When no hedge can be sent, a held stream goes out now.
+   */
   onHedgeTimer(): void {
     this.hedgeTimer = null;
     if (this.finished || this.hedged || this.winner !== null || this.live !== 1) return;
     const state = this.pool!.state;
-    if (state.hedgeBudget === null || !state.hedgeBudget.tryWithdraw(nowMs())) return;
-    this.hedged = true;
-    const before = this.attempts;
-    this.startAttempt(true);
-    if (this.attempts > before) state.hedges++;
+    if (state.hedgeBudget !== null && state.hedgeBudget.tryWithdraw(nowMs())) {
+      this.hedged = true;
+      const before = this.attempts;
+      this.startAttempt(true);
+      if (this.attempts > before) {
+        state.hedges++;
+        return;
+      }
+    }
+    const a = this.first;
+    if (a !== null && a.held !== null) this.commitHeld(a);
   }
 
   // ---- attempt events (from Attempt, the undici handler) ----
@@ -527,14 +569,28 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (att.retryPlanned) this.clearHedgeTimer();
       return;
     }
+    const sse = head.contentType.startsWith('text/event-stream');
     if (bit === 0) {
       recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
-      // The pool's TTFB window only sets the hedging delay (enabling hedging starts a new window).
-      state.ttfb?.add(ttfb);
+      // A stream's head comes before its prefill: its sample is its first event (firstTokenSample).
+      if (!sse) headSample(att, pool, now);
     }
+    // While a hedge may still be sent or is running, a stream wins with its first event, not its
+    // head: the head waits so that the client sees nothing of an attempt that may yet lose.
+    if (sse && status < 300 && (this.hedgeTimer !== null || this.live > 1)) {
+      att.held = new HeldHead(status, head);
+      return;
+    }
+    this.commit(att, status, head);
+  }
+
+  /** Makes `att` the winner: cancels the other attempt and sends its head (`head` as read). */
+  private commit(att: Attempt, status: number, head: ResponseHead): void {
+    // HOT
     this.winner = att;
-    if (att.hedge) state.hedgeWins++;
+    if (att.hedge) this.pool!.state.hedgeWins++;
     this.cancelOthers(att);
+    const ttfb = att.headMs - att.startMs;
     this.route!.stats.ttfb.recordMs(ttfb);
     this.rec.onHead(this, att.node, ttfb);
     this.sse = head.contentType.startsWith('text/event-stream');
@@ -556,11 +612,20 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   attemptData(att: Attempt, chunk: Buffer): void {
     // HOT
-    if (att !== this.winner || this.finished) return;
+    if (att !== this.winner || this.finished) {
+      if (att.held !== null && this.winner === null && !this.finished) this.heldData(att, chunk);
+      return;
+    }
     if (this.sse) {
       if (att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
       else this.rec.onChunk(nowMs());
     }
+    this.forward(att, chunk);
+  }
+
+  /** Sends a chunk of the winner downstream (through the plugins, if any). */
+  private forward(att: Attempt, chunk: Buffer): void {
+    // HOT
     this.rec.bytes += chunk.length;
     this.tail0 = this.tail1;
     this.tail1 = this.tail2;
@@ -580,15 +645,48 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.sseScan = s;
       return;
     }
+    // One sample of the first event: the node's learned rate and the pool's hedging window read
+    // it from dispatch; the route's and the observability series' histograms from arrival, once
+    // the attempt is the winner (a held stream becomes it just below, in heldData).
     const now = nowMs();
     att.firstTokenMs = now;
-    this.route!.stats.ttft.recordMs(now - this.startMs);
-    this.rec.onFirstToken(this, now);
+    firstTokenSample(att, this.pool!, now);
+    if (att === this.winner) this.firstTokenOut(now);
+  }
+
+  /** The winner's first event went out at `nowMs`: time to first token as the client saw it. */
+  private firstTokenOut(nowMs: number): void {
+    // HOT
+    this.route!.stats.ttft.recordMs(nowMs - this.startMs);
+    this.rec.onFirstToken(this, nowMs);
+  }
+
+  /** A chunk of a held stream: bytes before its first event wait; the first event makes it the winner. */
+  private heldData(att: Attempt, chunk: Buffer): void {
+    const h = att.held!;
+    h.add(chunk);
+    this.scanFirstToken(att, chunk);
+    // Bytes that are no event (keep-alives) are held only up to a bound; then the stream goes out.
+    if (att.firstTokenMs >= 0 || h.full()) this.commitHeld(att);
+  }
+
+  /** Makes a held stream the winner: sends its head and the bytes it held back. */
+  private commitHeld(att: Attempt): void {
+    const h = att.held!;
+    att.held = null;
+    this.commit(att, h.status, h);
+    if (att.firstTokenMs >= 0) this.firstTokenOut(att.firstTokenMs);
+    for (const chunk of h.chunks) if (!this.finished) this.forward(att, chunk);
   }
 
   attemptEnd(att: Attempt): void {
     this.releaseAttempt(att);
     if (this.finished) return;
+    // A held stream that ended before any event is a complete answer all the same.
+    if (att.held !== null && this.winner === null) {
+      this.commitHeld(att);
+      if (this.finished) return;
+    }
     if (att === this.winner) {
       if (this.plug !== null) {
         this.plug.responseBody(null, null);
@@ -645,6 +743,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private releaseAttempt(att: Attempt): void {
     if (att.released) return;
     att.released = true;
+    settleAttemptPrefill(att);
     this.live--;
     att.node.inFlight--;
     att.node.inFlightCost -= att.cost;
@@ -709,7 +808,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   private routeReport(att: Attempt): string {
     const pool = this.pool!;
-    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${att.hedge ? '; hedge' : ''}`;
+    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${estimatesReport(att)}${att.hedge ? '; hedge' : ''}`;
   }
 
   /** The micro-batch carrying this request answered (or gave up on) its item. */
@@ -813,6 +912,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.body = body;
     this.parsed = UNPARSED;
     this.costTokens = 0;
+    this.blocks = null;
   }
 
   /**

@@ -245,6 +245,12 @@ export function renderPrometheus(src: MetricsSource): string {
     '# TYPE sluice_upstream_in_flight gauge',
   );
   for (const n of nodes) out.push(`sluice_upstream_in_flight{node="${label(n.id)}"} ${n.inFlight}`);
+  out.push(
+    '# HELP sluice_upstream_prefill_queue_tokens Prompt tokens of attempts on the node still waiting for their first token (pools whose policy scores it).',
+    '# TYPE sluice_upstream_prefill_queue_tokens gauge',
+  );
+  for (const n of nodes)
+    out.push(`sluice_upstream_prefill_queue_tokens{node="${label(n.id)}"} ${n.timing.pendingTokens}`);
   const pools = [...src.pools];
   const poolCounter = (name: string, help: string, value: (p: PoolState) => number): void => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);

@@ -6,6 +6,7 @@
 import type { PoolConfig, RouteConfig, SluiceConfig } from '../../config/types.js';
 import { createAffinityExtractor } from '../balance/affinity-key.js';
 import type { BalancePolicyFactory, PoolMember } from '../balance/balance-policy.js';
+import { createCacheAware, DEFAULT_HOME_TOKENS } from '../balance/cache-aware.js';
 import { createConsistentHash } from '../balance/consistent-hash.js';
 import { createLeastRequest } from '../balance/least-request.js';
 import { createLeastResponseTime } from '../balance/least-response-time.js';
@@ -38,6 +39,7 @@ const POLICIES: Record<PoolConfig['balance']['kind'], BalancePolicyFactory> = {
   'least-request': createLeastRequest,
   'least-response-time': createLeastResponseTime,
   'consistent-hash': createConsistentHash,
+  'cache-aware': createCacheAware,
 };
 
 const RETRY_BITS: Record<string, number> = {
@@ -208,6 +210,10 @@ export function compilePlan(
       spillFloorTokens: b.spill_floor_tokens,
       pointsPerWeight: b.points_per_weight,
       decayMs: b.decay_ms,
+      cacheTokens: b.cache_tokens,
+      indexMaxBytes: b.index_max_mb === undefined ? undefined : b.index_max_mb * 1024 * 1024,
+      // The part of the prompt a prefix key covers is what its home node is credited with holding.
+      homeTokens: b.affinity?.source === 'prefix' ? Math.ceil(b.affinity.chars / 4) : DEFAULT_HOME_TOKENS,
     });
     const state = ctx.runtime.poolState(pc);
     attachHealth(
@@ -217,7 +223,9 @@ export function compilePlan(
       ctx.log,
     );
     const affinity =
-      b.kind === 'consistent-hash' && b.affinity !== undefined ? createAffinityExtractor(b.affinity) : null;
+      (b.kind === 'consistent-hash' || b.kind === 'cache-aware') && b.affinity !== undefined
+        ? createAffinityExtractor(b.affinity)
+        : null;
     pools.set(
       pc.name,
       new Pool(pc.name, members, policy, state, affinity, b.decay_ms ?? DEFAULT_TTFB_HALF_LIFE_MS),

@@ -20,8 +20,13 @@ export class PoolState {
   retryBudget: TokenBudget;
   hedgeBudget: TokenBudget | null = null;
   hedge: HedgeSettings | null = null;
-  /** Recent times to first byte, for the hedge delay; null when the pool does not hedge. */
+  /**
+   * Recent head times of answers that are not streamed, for their hedge delay; null when the pool
+   * does not hedge.
+   */
   ttfb: TtfbWindow | null = null;
+  /** Recent times to first token of streamed answers, for their hedge delay; null when the pool does not hedge. */
+  ttft: TtfbWindow | null = null;
   /** Health of the pool's nodes (attempt outcomes go here); null until the plan attaches it. */
   health: PoolHealth | null = null;
   /** The pool's admission queue; null when the pool has no `admission` section. */
@@ -60,10 +65,12 @@ export class PoolState {
       this.hedge = null;
       this.hedgeBudget = null;
       this.ttfb = null;
+      this.ttft = null;
     } else {
       this.hedge = { minDelayMs: h.min_delay_ms, minSamples: h.min_samples };
       this.hedgeBudget = new TokenBudget(h.budget_percent, 0);
       this.ttfb = new TtfbWindow(h.percentile);
+      this.ttft = new TtfbWindow(h.percentile);
     }
   }
 
@@ -131,13 +138,14 @@ export class PoolState {
   }
 
   /**
-   * How long an attempt may wait for its head before a hedge is sent, ms; -1 when hedging is off or
-   * the pool has too few samples yet.
+   * How long an attempt may wait before a hedge is sent, ms: for a streamed request (`stream`) the
+   * configured percentile of recent times to first token, else of recent head times; -1 when
+   * hedging is off or that window has too few samples yet.
    */
-  hedgeDelayMs(): number {
+  hedgeDelayMs(stream: boolean): number {
     // HOT
     const h = this.hedge;
-    const w = this.ttfb;
+    const w = stream ? this.ttft : this.ttfb;
     if (h === null || w === null || w.count < h.minSamples) return -1;
     const p = w.value();
     return p > h.minDelayMs ? p : h.minDelayMs;

@@ -34,8 +34,13 @@ export class Pool {
     this.ttfbHalfLifeMs = ttfbHalfLifeMs;
   }
 
-  /** The node for the next attempt (see BalancePolicy.pick), or null if none is eligible. */
+  /**
+   * The node for the next attempt (see BalancePolicy.pick), or null if none is eligible. The
+   * request's estimates are reset first, so a policy that gives none leaves them at -1.
+   */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
+    // HOT
+    req.expectedTtftMs = req.cachedTokens = req.queuedMs = -1;
     return this.policy.pick(req, tried);
   }
 }

@@ -1,5 +1,6 @@
 /**
- * The last N times to first byte of a pool, for the hedging delay ("no head by the pool's p95").
+ * The last N latency samples of one kind for a pool (head times of answers that are not streamed, or
+ * times to first token of streams), for the hedging delay ("no first token by the pool's p95").
  * A ring buffer; the percentile is recomputed every `RECOMPUTE_EVERY` samples, so reading it on
  * the request path is a field load.
  *
@@ -24,7 +25,7 @@ export class TtfbWindow {
     this.percentile = percentile;
   }
 
-  /** Records one TTFB in ms. */
+  /** Records one sample, ms. */
   add(ms: number): void {
     // HOT
     this.samples[this.next] = ms;

@@ -20,7 +20,15 @@ class PoolBatchPicker implements BatchNodePicker {
   private readonly timeouts: TimeoutsConfig;
   private readonly transports = new Map<UpstreamNode, NodeBatchTransport>();
   /** Reused pick request: batch calls carry no affinity key. */
-  private readonly request: PickRequest = { affinityKey: null, cost: 128, affinityOutcome: 'none' };
+  private readonly request: PickRequest = {
+    affinityKey: null,
+    cost: 128,
+    promptTokens: 128,
+    affinityOutcome: 'none',
+    expectedTtftMs: -1,
+    cachedTokens: -1,
+    queuedMs: -1,
+  };
 
   constructor(pool: Pool, path: string, timeouts: TimeoutsConfig) {
     this.pool = pool;

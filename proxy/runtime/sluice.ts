@@ -369,6 +369,9 @@ export class Sluice {
         in_flight: m.node.inFlight,
         in_flight_tokens: p.policy.weighsCost ? m.node.inFlightCost : null,
         ttfb_ewma_ms: m.node.ttfbEwmaMs < 0 ? null : Math.round(m.node.ttfbEwmaMs * 100) / 100,
+        prefill_queue_tokens: m.node.timing.pendingTokens,
+        ttft_ms_per_token: learnedRate(m.node.timing.ttftRate.value()),
+        head_ms_per_token: learnedRate(m.node.timing.headRate.value()),
         drained: m.node.drained,
         attempts: m.node.attempts,
         failures: m.node.failures,
@@ -626,4 +629,9 @@ export async function startSluice(options: SluiceOptions): Promise<Sluice> {
   const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'));
   await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? []);
   return sluice;
+}
+
+/** A learned ms-per-token rate for the admin API: 4 significant digits, null while unprobed. */
+function learnedRate(v: number): number | null {
+  return v < 0 ? null : Number(v.toPrecision(4));
 }

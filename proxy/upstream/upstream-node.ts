@@ -4,6 +4,7 @@
  * undici; it never decides where a request goes.
  */
 import { Pool, type Dispatcher } from 'undici';
+import { NodeTiming } from '../balance/node-timing.js';
 
 /** Connection settings that identify a node's pool; nodes with equal settings share one Pool. */
 export interface NodeConnectionOptions {
@@ -60,6 +61,11 @@ export class UpstreamNode {
   scrapedWaiting = -1;
   /** Last scraped `vllm:gpu_cache_usage_perc` (0..1), -1 when not scraped. */
   scrapedKvUsage = -1;
+  /**
+   * Time to first token and the prefill queue this instance put on the node (balance/node-timing.ts):
+   * written by the session, read by least-response-time and cache-aware.
+   */
+  readonly timing = new NodeTiming();
   /** Attempts sent to this node since start. */
   attempts = 0;
   /** Attempts that failed at the transport level (connect, reset, timeout). */

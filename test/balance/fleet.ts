@@ -9,6 +9,7 @@ import type {
   PickRequest,
   PoolMember,
 } from '../../proxy/balance/balance-policy.js';
+import { chargePrefill, settlePrefill } from '../../proxy/balance/node-timing.js';
 import { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 
 /** Creates nodes and closes them all after the test. */
@@ -37,43 +38,61 @@ export class TestFleet {
 export interface TestRequest extends PickRequest {
   affinityKey: string | null;
   cost: number;
+  promptTokens: number;
   affinityOutcome: AffinityOutcome;
+  expectedTtftMs: number;
+  cachedTokens: number;
+  queuedMs: number;
 }
 
-/** A fresh pick request. */
-export function request(affinityKey: string | null = null, cost = 1): TestRequest {
-  return { affinityKey, cost, affinityOutcome: 'none' };
+/** A fresh pick request; its prompt is its whole cost unless `promptTokens` is given. */
+export function request(affinityKey: string | null = null, cost = 1, promptTokens = cost): TestRequest {
+  return {
+    affinityKey,
+    cost,
+    promptTokens,
+    affinityOutcome: 'none',
+    expectedTtftMs: -1,
+    cachedTokens: -1,
+    queuedMs: -1,
+  };
 }
 
 /**
- * Steady load: every pick is charged to its node (`inFlight + 1`, `inFlightCost + cost`) and the
- * oldest attempt finishes once more than `depth` are in flight, so every attempt lasts the same
- * number of picks ("equal load").
+ * Steady load: every pick is charged to its node (`inFlight + 1`, `inFlightCost + cost`, and, for a
+ * policy that scores the prefill queue, its prompt tokens until it finishes, as the session does)
+ * and the oldest attempt finishes once more than `depth` are in flight, so every attempt lasts the
+ * same number of picks ("equal load").
  */
 export class ClosedLoop {
   private readonly nodes: (UpstreamNode | null)[];
   private readonly costs: Float64Array;
+  /** Prompt tokens charged to the node's prefill queue per slot (0: none). */
+  private readonly prompts: Float64Array;
   /** Next slot of the circular buffer of attempts in flight. */
   private next = 0;
 
   constructor(depth: number) {
     this.nodes = new Array<UpstreamNode | null>(depth).fill(null);
     this.costs = new Float64Array(depth);
+    this.prompts = new Float64Array(depth);
   }
 
   /** Picks for `req`, charges the chosen node and retires the oldest attempt. Returns the pick. */
   step(policy: BalancePolicy, req: PickRequest): UpstreamNode | null {
     const old = this.nodes[this.next] ?? null;
-    if (old !== null) {
-      old.inFlight--;
-      old.inFlightCost -= this.costs[this.next]!;
-    }
+    if (old !== null) this.retire(old, this.next);
     const node = policy.pick(req, []);
     this.nodes[this.next] = node;
     this.costs[this.next] = req.cost;
+    this.prompts[this.next] = 0;
     if (node !== null) {
       node.inFlight++;
       node.inFlightCost += req.cost;
+      if (policy.scoresPrefill === true) {
+        chargePrefill(node, req.promptTokens, 0);
+        this.prompts[this.next] = req.promptTokens;
+      }
     }
     this.next = (this.next + 1) % this.nodes.length;
     return node;
@@ -83,12 +102,15 @@ export class ClosedLoop {
   drain(): void {
     for (let i = 0; i < this.nodes.length; i++) {
       const n = this.nodes[i];
-      if (n !== null && n !== undefined) {
-        n.inFlight--;
-        n.inFlightCost -= this.costs[i]!;
-      }
+      if (n !== null && n !== undefined) this.retire(n, i);
       this.nodes[i] = null;
     }
+  }
+
+  private retire(node: UpstreamNode, slot: number): void {
+    node.inFlight--;
+    node.inFlightCost -= this.costs[slot]!;
+    if (this.prompts[slot]! > 0) settlePrefill(node, this.prompts[slot]!);
   }
 }
 

@@ -1,12 +1,14 @@
 /**
- * Least response time: the shared conformance suite, then its scoring: lower TTFB wins, in-flight
- * work raises the score, weights divide it, unprobed nodes get a fair start without a flood, and a
- * stale slow average fades so the node is probed again.
+ * Least response time: the shared conformance suite, then its scoring by expected time to first
+ * token: the prefill queue and the request's own prompt at each node's learned rate, a fair start
+ * for unprobed nodes, stale rates fading, the scraped waiting count of other instances' traffic,
+ * head times when no stream was seen, weights, and the estimate written for `x-sluice-route`.
  */
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLeastResponseTime } from '../../proxy/balance/least-response-time.js';
 import type { BalancePolicy, PoolMember } from '../../proxy/balance/balance-policy.js';
+import { FIXED_WORK_TOKENS, chargePrefill } from '../../proxy/balance/node-timing.js';
 import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { runPolicyConformance } from './conformance.js';
 import { ClosedLoop, TestFleet, request, shares } from './fleet.js';
@@ -16,126 +18,148 @@ runPolicyConformance('least-response-time', createLeastResponseTime);
 const fleet = new TestFleet();
 afterEach(() => fleet.close());
 
-/** Gives `node` a TTFB average of `ms` last updated at `atMs`. */
-function probed(node: UpstreamNode, ms: number, atMs = 1000): void {
-  node.ttfbEwmaMs = ms;
-  node.ttfbUpdatedMs = atMs;
+const H = 10_000;
+
+/** Gives `node` a learned rate of `msPerToken` from streamed first tokens, last sampled at `atMs`. */
+function rated(node: UpstreamNode, msPerToken: number, atMs = 1000): void {
+  node.timing.ttftRate.reset();
+  node.timing.ttftRate.add(msPerToken * 1000, 1000, atMs, H);
 }
 
-function pickIndex(policy: BalancePolicy, ms: readonly PoolMember[], cost = 1000): number {
-  const picked = policy.pick(request(null, cost), []);
+function pickIndex(policy: BalancePolicy, ms: readonly PoolMember[], prompt = 1000): number {
+  const picked = policy.pick(request(null, prompt + 100, prompt), []);
   return ms.findIndex((m) => m.node === picked);
 }
 
 describe('least-response-time policy', () => {
-  it('reports its YAML kind', () => {
-    assert.equal(createLeastResponseTime(fleet.members(1), {}).kind, 'least-response-time');
+  it('reports its YAML kind and that it scores the prefill queue', () => {
+    const p = createLeastResponseTime(fleet.members(1), {});
+    assert.equal(p.kind, 'least-response-time');
+    assert.equal(p.scoresPrefill, true);
   });
 
-  it('sends every request to the fastest node while load is equal', () => {
+  it('sends every request to the fastest node while the queues are equal', () => {
     const ms = fleet.members(1, 1, 1);
-    probed(ms[0]!.node, 200);
-    probed(ms[1]!.node, 50);
-    probed(ms[2]!.node, 120);
+    rated(ms[0]!.node, 0.2);
+    rated(ms[1]!.node, 0.05);
+    rated(ms[2]!.node, 0.12);
     const policy = createLeastResponseTime(ms, {});
     for (let i = 0; i < 20; i++) assert.equal(pickIndex(policy, ms), 1);
   });
 
-  it('gives the lower-TTFB node most of the traffic under steady load', () => {
+  it('scores rate × (queued prefill + own prompt + fixed work) and reports the estimate', () => {
     const ms = fleet.members(1, 1);
-    probed(ms[0]!.node, 50);
-    probed(ms[1]!.node, 200);
+    rated(ms[0]!.node, 0.1);
+    rated(ms[1]!.node, 0.4);
     const policy = createLeastResponseTime(ms, {});
-    const counts = shares(policy, ms, 5000, new ClosedLoop(10), 1000);
-    assert.ok(counts[0]! > 0.7 * 5000, `fast node got ${counts[0]} of 5000`);
-    assert.ok(counts[1]! > 0, 'the slow node still takes the overflow');
+    const req = request(null, 1100, 1000);
+    assert.equal(policy.pick(req, []), ms[0]!.node);
+    assert.equal(req.expectedTtftMs, 0.1 * (1000 + FIXED_WORK_TOKENS));
+    // 0.1 × (3000 + 1128) = 412.8 < 0.4 × 1128 = 451.2: still the fast node.
+    chargePrefill(ms[0]!.node, 3000, 0);
+    assert.equal(policy.pick(req, []), ms[0]!.node);
+    // 0.1 × (4000 + 1128) = 512.8 > 451.2: the slow, idle node now starts the prefill sooner.
+    chargePrefill(ms[0]!.node, 1000, 0);
+    assert.equal(policy.pick(req, []), ms[1]!.node);
+    assert.equal(req.expectedTtftMs, 0.4 * (1000 + FIXED_WORK_TOKENS));
   });
 
-  it('raises a node score with its in-flight work: ttfb × (1 + load)', () => {
+  it('ignores answers being decoded: in-flight work without a queued prefill does not count', () => {
     const ms = fleet.members(1, 1);
-    probed(ms[0]!.node, 50);
-    probed(ms[1]!.node, 200);
-    const policy = createLeastResponseTime(ms, {});
-    assert.equal(pickIndex(policy, ms), 0); // sets the mean request cost to 1000 tokens
-    ms[0]!.node.inFlightCost = 2000; // 50 × (1 + 2) = 150 < 200
-    assert.equal(pickIndex(policy, ms), 0);
-    ms[0]!.node.inFlightCost = 4000; // 50 × (1 + 4) = 250 > 200
-    assert.equal(pickIndex(policy, ms), 1);
+    rated(ms[0]!.node, 0.1);
+    rated(ms[1]!.node, 0.1);
+    ms[0]!.node.inFlight = 40;
+    ms[0]!.node.inFlightCost = 40 * 1500;
+    chargePrefill(ms[1]!.node, 2000, 0);
+    assert.equal(pickIndex(policy(ms), ms), 0);
   });
 
-  it('measures load in average requests, so a few long prompts weigh more than many short ones', () => {
-    const ms = fleet.members(1, 1);
-    probed(ms[0]!.node, 100);
-    probed(ms[1]!.node, 100);
-    const policy = createLeastResponseTime(ms, {});
-    pickIndex(policy, ms, 1000);
-    ms[0]!.node.inFlight = 3;
-    ms[0]!.node.inFlightCost = 3 * 8000;
-    ms[1]!.node.inFlight = 10;
-    ms[1]!.node.inFlightCost = 10 * 300;
-    assert.equal(pickIndex(policy, ms, 1000), 1);
+  it('sends a node with a 4x slower prefill at most a third of a fast node’s picks under steady load', () => {
+    const ms = fleet.members(1, 1, 1);
+    rated(ms[0]!.node, 0.05);
+    rated(ms[1]!.node, 0.05);
+    rated(ms[2]!.node, 0.2);
+    const counts = shares(policy(ms), ms, 6000, new ClosedLoop(24), 2000);
+    const fast = (counts[0]! + counts[1]!) / 2;
+    assert.ok(counts[2]! <= fast / 3, `slow ${counts[2]} vs fast ${fast}`);
+    assert.ok(counts[2]! > 0, 'the slow node still takes the overflow');
   });
 
-  it('divides the score by weight × weightFactor', () => {
+  it('counts waiting requests another instance sent, from the scraped gauge, at the mean prompt size', () => {
+    const ms = fleet.members(1, 1);
+    rated(ms[0]!.node, 0.1);
+    rated(ms[1]!.node, 0.1);
+    const p = policy(ms);
+    assert.equal(pickIndex(p, ms, 1000), 0); // mean prompt 1000 tokens
+    ms[0]!.node.scrapedWaiting = 3;
+    assert.equal(pickIndex(p, ms, 1000), 1);
+    // The gauge counted two of this instance's own attempts when it was read: one foreign request.
+    ms[0]!.node.timing.pendingAtScrape = 2;
+    chargePrefill(ms[1]!.node, 1500, 0);
+    assert.equal(pickIndex(p, ms, 1000), 0);
+  });
+
+  it('scores an unprobed node with the pool reference rate (a fair start)', () => {
+    const ms = fleet.members(1, 1, 1);
+    rated(ms[0]!.node, 0.05);
+    rated(ms[1]!.node, 0.15);
+    const p = policy(ms); // node 2 unprobed: 0.1 ms per token
+    assert.equal(pickIndex(p, ms), 0);
+    chargePrefill(ms[0]!.node, 1200, 0); // 0.05 × 2328 = 116 > 0.1 × 1128
+    assert.equal(pickIndex(p, ms), 2);
+  });
+
+  it('balances by queued prefill work alone while no node has a sample, and reports no estimate', () => {
+    const ms = fleet.members(1, 1, 1);
+    chargePrefill(ms[0]!.node, 3000, 0);
+    chargePrefill(ms[2]!.node, 1000, 0);
+    const req = request(null, 1000, 900);
+    assert.equal(policy(ms).pick(req, []), ms[1]!.node);
+    assert.equal(req.expectedTtftMs, -1);
+  });
+
+  it('uses head times of answers that are not streamed when no stream was sampled', () => {
+    const ms = fleet.members(1, 1);
+    ms[0]!.node.timing.headRate.add(4000, 1000, 1000, H);
+    ms[1]!.node.timing.headRate.add(1000, 1000, 1000, H);
+    assert.equal(pickIndex(policy(ms), ms), 1);
+    // Once a stream is sampled anywhere, the stream series decides (node 1 unprobed there: the reference).
+    rated(ms[0]!.node, 0.01);
+    assert.equal(pickIndex(policy(ms), ms), 0);
+  });
+
+  it('probes again a node whose slow rate has gone stale while others kept answering', () => {
+    const ms = fleet.members(1, 1);
+    const p = createLeastResponseTime(ms, { decayMs: 10_000 });
+    rated(ms[0]!.node, 0.05, 100_000);
+    rated(ms[1]!.node, 1, 100_000);
+    chargePrefill(ms[0]!.node, 1000, 0); // 0.05 × 2128 = 106 against 1 × 1128
+    assert.equal(pickIndex(p, ms), 0);
+    // Ten half-lives older than the newest sample: the slow rate has faded toward the reference
+    // (~0.051), so the busy fast node now loses to it.
+    rated(ms[1]!.node, 1, 0);
+    assert.equal(pickIndex(p, ms), 1);
+  });
+
+  it('divides the estimate by weight × weightFactor', () => {
     const ms = fleet.members(2, 1);
-    probed(ms[0]!.node, 100);
-    probed(ms[1]!.node, 100);
-    const policy = createLeastResponseTime(ms, {});
-    pickIndex(policy, ms, 1000);
-    ms[0]!.node.inFlightCost = 2000; // 100 × 3 / 2 = 150
-    ms[1]!.node.inFlightCost = 1000; // 100 × 2 / 1 = 200
-    assert.equal(pickIndex(policy, ms, 1000), 0);
-    ms[0]!.node.weightFactor = 0.5; // 100 × 3 / 1 = 300
-    assert.equal(pickIndex(policy, ms, 1000), 1);
-  });
-
-  it('scores an unprobed node with the pool mean TTFB (a fair start)', () => {
-    const ms = fleet.members(1, 1, 1);
-    probed(ms[0]!.node, 50);
-    probed(ms[1]!.node, 150);
-    const policy = createLeastResponseTime(ms, {}); // node 2 unprobed: scores as 100 ms
-    assert.equal(pickIndex(policy, ms), 0);
-    ms[0]!.node.inFlightCost = 2000; // 50 × 3 = 150 > 100 × 1
-    assert.equal(pickIndex(policy, ms), 2);
-  });
-
-  it('gives an unprobed node some traffic but not a flood', () => {
-    const ms = fleet.members(1, 1, 1, 1);
-    probed(ms[0]!.node, 100);
-    probed(ms[1]!.node, 100);
-    probed(ms[2]!.node, 100);
-    const policy = createLeastResponseTime(ms, {});
-    const counts = shares(policy, ms, 4000, new ClosedLoop(16), 800);
-    const share = counts[3]! / 4000;
-    assert.ok(share > 0.1 && share < 0.4, `unprobed node share ${share}`);
-  });
-
-  it('balances by load alone while no node has been probed', () => {
-    const ms = fleet.members(1, 1, 1);
-    ms[0]!.node.inFlightCost = 3000;
-    ms[2]!.node.inFlightCost = 1000;
-    const policy = createLeastResponseTime(ms, {});
-    assert.equal(pickIndex(policy, ms), 1);
-  });
-
-  it('probes again a node whose slow average has gone stale while others kept answering', () => {
-    const ms = fleet.members(1, 1);
-    const policy = createLeastResponseTime(ms, { decayMs: 10_000 });
-    probed(ms[0]!.node, 50, 100_000);
-    probed(ms[1]!.node, 1000, 100_000);
-    pickIndex(policy, ms);
-    ms[0]!.node.inFlightCost = 1000; // 50 × 2 = 100: still far better than a fresh 1000 ms
-    assert.equal(pickIndex(policy, ms), 0);
-    // Ten half-lives older than the newest sample: the 1000 ms average is almost entirely faded
-    // toward the pool reference (~51 ms), so the busy fast node now loses to it.
-    probed(ms[1]!.node, 1000, 0);
-    assert.equal(pickIndex(policy, ms), 1);
+    rated(ms[0]!.node, 0.1);
+    rated(ms[1]!.node, 0.1);
+    chargePrefill(ms[0]!.node, 1000, 0); // 0.1 × 2128 / 2 = 106.4 < 0.1 × 1128
+    const p = policy(ms);
+    assert.equal(pickIndex(p, ms), 0);
+    ms[0]!.node.weightFactor = 0.5; // 0.1 × 2128 / 1 > 112.8
+    assert.equal(pickIndex(p, ms), 1);
   });
 
   it('rotates among nodes with equal scores instead of always taking the first', () => {
     const ms = fleet.members(1, 1, 1);
-    const policy = createLeastResponseTime(ms, {});
-    const seen = new Set(Array.from({ length: 9 }, () => pickIndex(policy, ms)));
+    const p = policy(ms);
+    const seen = new Set(Array.from({ length: 9 }, () => pickIndex(p, ms)));
     assert.deepEqual(seen, new Set([0, 1, 2]));
   });
 });
+
+function policy(ms: readonly PoolMember[]): BalancePolicy {
+  return createLeastResponseTime(ms, {});
+}

@@ -120,7 +120,7 @@ void describe('wrong types and values', () => {
     assert.deepEqual(placesOf([error]), ['5:21 pools[0].balance.kind']);
     assert.equal(
       error.message,
-      'must be one of: round-robin, least-request, least-response-time, consistent-hash (got "random")',
+      'must be one of: round-robin, least-request, least-response-time, consistent-hash, cache-aware (got "random")',
     );
   });
 
@@ -130,7 +130,7 @@ void describe('wrong types and values', () => {
     );
     assert.equal(
       error.message,
-      'must be one of: round-robin, least-request, least-response-time, consistent-hash (got "round_robin"; did you mean "round-robin"?)',
+      'must be one of: round-robin, least-request, least-response-time, consistent-hash, cache-aware (got "round_robin"; did you mean "round-robin"?)',
     );
   });
 

@@ -122,7 +122,16 @@ describe('loadtest end to end', () => {
     for (const suffix of ['.hgrm', '-ttft.hgrm', '.svg'])
       assert.ok(existsSync(join(dir, 'out', `chat-direct${suffix}`)), suffix);
     assert.ok(existsSync(join(dir, 'out', 'chat-variants.svg')));
+    const ttftPlot = await readFile(join(dir, 'out', 'chat-variants-ttft.svg'), 'utf8');
+    assert.match(ttftPlot, /time to first token by variant/);
+    assert.match(ttftPlot, /data-series="direct"[\s\S]*data-series="sluice"/);
     const report = run.stdout.join('\n');
+    // The routing summary: every variant with hit rate, TTFT p50/p99/p99.9 and e2e p99, ratios to the first.
+    assert.match(
+      report,
+      /variant\s+ok\/s\s+hit rate\s+TTFT p50\s+TTFT p99\s+TTFT p99\.9\s+e2e p50\s+e2e p99/,
+    );
+    assert.match(report, /\nsluice\s+[\d.]+\s+[\d.]+%.*\(\d+\.\d\d×\)/);
     assert.match(report, /chat \/ sluice: open loop, 60 arrivals\/s/);
     assert.match(report, /prefix cache hit rate: \d+\.\d%/);
     assert.match(report, /metric\s+a: chat\/direct\s+b: chat\/sluice\s+b\/a/);

@@ -53,9 +53,9 @@ describe('scenario validation', () => {
   it('checks length distributions and per-kind keys', async () => {
     const text =
       `${HEAD}fleet: { nodes: 1, profile: fast }\n${MIX}` +
-      '      burst: 2\n      user_tokens: { dist: lognormal, median: 100, sigma: -1 }\n      output_tokens: azure-chat\n';
+      '      items: 2\n      user_tokens: { dist: lognormal, median: 100, sigma: -1 }\n      output_tokens: azure-chat\n';
     assert.deepEqual(await problems(text), [
-      's.yaml:7:7 workload.mix[0].burst: burst does not apply to chat requests',
+      's.yaml:7:7 workload.mix[0].items: items does not apply to chat requests',
       's.yaml:8:59 workload.mix[0].user_tokens.sigma: expected a number from above 0 to 1000000, got -1',
       's.yaml:9:22 workload.mix[0].output_tokens: unknown preset "azure-chat"; presets: azure-conversation-input, azure-conversation-output, azure-code-input, azure-code-output',
     ]);

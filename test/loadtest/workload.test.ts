@@ -24,6 +24,7 @@ function chat(overrides: Partial<ChatMix> = {}): ChatMix {
   return {
     kind: 'chat',
     weight: 1,
+    burst: 1,
     stream: true,
     systemPromptTokens: 100,
     systemPrompts: 1,
@@ -43,6 +44,7 @@ function workload(mix: (ChatMix | EmbeddingMix)[], sessions = 4): WorkloadSpec {
     model: 'm',
     embeddingModel: 'e',
     sessions,
+    sessionZipf: 0,
     mix,
     tenants: [
       { name: 'a', apiKey: 'key-a', rate: null, weight: 3 },
@@ -108,6 +110,28 @@ describe('request source', () => {
     assert.equal(third?.stream, true);
     const fourth = source.arrival(0)[0];
     assert.notEqual(fourth?.headers['x-session-id'], turns[0]?.id, 'a session ends after its turns');
+  });
+
+  it('sends a chat burst as that many turns of different sessions at one arrival', () => {
+    const source = new RequestSource(workload([chat({ burst: 4 })], 8), 1, 32768);
+    const burst = source.arrival(0);
+    assert.equal(burst.length, 4);
+    assert.equal(new Set(burst.map((r) => r.headers['x-session-id'])).size, 4);
+  });
+
+  it('sends most turns to a few hot conversations with session_zipf', () => {
+    const spec = { ...workload([chat({ turns: fixed(1000) })], 32), sessionZipf: 1.2 };
+    const source = new RequestSource(spec, 1, 1 << 30);
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 2000; i++) {
+      const r = source.arrival(0)[0]!;
+      r.session!.finish('ok');
+      const id = r.headers['x-session-id']!;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    const top = [...counts.values()].sort((a, b) => b - a);
+    assert.ok(top[0]! > 2000 * 0.2, `hottest conversation ${top[0]} of 2000`);
+    assert.ok(top[0]! + top[1]! + top[2]! > 2000 * 0.45, `top three ${top.slice(0, 3).join(', ')}`);
   });
 
   it('never sends a second turn of a session while the first is in flight', () => {

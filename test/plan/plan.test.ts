@@ -41,7 +41,15 @@ describe('plan compilation', () => {
    */
   function outcomeUnderLoad(plan: Plan): string {
     const pool = plan.pools.get('gpu')!;
-    const req: PickRequest = { affinityKey: 'session-1', cost: 100, affinityOutcome: 'none' };
+    const req: PickRequest = {
+      affinityKey: 'session-1',
+      cost: 100,
+      promptTokens: 100,
+      affinityOutcome: 'none',
+      expectedTtftMs: -1,
+      cachedTokens: -1,
+      queuedMs: -1,
+    };
     const home = pool.pick(req, [])!;
     assert.equal(req.affinityOutcome, 'hit');
     home.inFlightCost = 1000;

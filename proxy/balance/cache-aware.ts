@@ -1,0 +1,239 @@
+/**
+ * Cache-aware balancing: per request, the node with the lowest expected time to first token once
+ * the prefix it has likely cached is taken off the request's own prefill. The load term is
+ * least-response-time's (`expected-ttft.ts`: the prefill queue at each node's learned rate); the
+ * cache term comes from a per-node prefix index this instance learns from what it routed
+ * (`prefix-index.ts`), plus a deterministic home node per affinity key so that instances without
+ * shared state agree where a conversation starts. One score, in milliseconds:
+ *
+ *   expected(node) = rate(node) × (queued(node) + max(1, prompt − cached(node)) + FIXED)
+ *   score(node)    = expected(node) / (weight × weightFactor)
+ *
+ * A node whose queued prefill is far above the pool's mean gets no cache credit (least-load).
+ */
+import { AffinityOutcome } from './balance-policy.js';
+import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
+import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
+import { ExpectedTtft } from './expected-ttft.js';
+import { MemberTable } from './member-table.js';
+import { PrefixIndex } from './prefix-index.js';
+import { FIXED_WORK_TOKENS } from './node-timing.js';
+import { PROMPT_BLOCK_TOKENS } from './prompt-blocks.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
+
+/** Default prefix-cache capacity assumed per node, tokens (vLLM's KV pool for an 8B model on one 80 GB GPU). */
+export const DEFAULT_CACHE_TOKENS = 400_000;
+/** Default bound of the pool's prefix indexes together, bytes. */
+export const DEFAULT_INDEX_MAX_BYTES = 64 * 1024 * 1024;
+/** Default: cache credit is withdrawn from a node whose queue exceeds (1 + this) × the pool mean ... */
+export const DEFAULT_CACHE_EPSILON = 1;
+/** ... and this many tokens. */
+export const DEFAULT_CACHE_SPILL_FLOOR_TOKENS = 16_384;
+/** Prompt tokens credited to the key's home node when the index knows nothing better (prefix keys: chars / 4). */
+export const DEFAULT_HOME_TOKENS = 512;
+/** Share of the conversation before the last message that the home node is assumed to hold. */
+const HOME_HISTORY_SHARE = 1;
+/** Scraped KV-cache usage above which a node's cached prefix counts less and less (it evicts). */
+const KV_EVICTING = 0.9;
+
+const NO_BLOCKS = new Int32Array(0);
+
+/** Cache-aware over a fixed member list. */
+export class CacheAwarePolicy implements BalancePolicy {
+  readonly kind = 'cache-aware';
+  readonly weighsCost = true;
+  readonly scoresPrefill = true;
+  private readonly table: MemberTable;
+  private readonly expected: ExpectedTtft;
+  private readonly ring: HashRing;
+  /** One prefix index per member slot. */
+  readonly indexes: readonly PrefixIndex[];
+  /** Unitless: a node queued above (1 + epsilon) × mean + spillFloor gets no cache credit. */
+  private readonly epsilon: number;
+  /** Tokens of queued prefill under which a node always keeps its cache credit. */
+  private readonly spillFloor: number;
+  /** Tokens credited to the home node when the index has nothing there. */
+  private readonly homeTokens: number;
+  /** Scratch per slot: effective weight for the pick in progress (0 = not a candidate). */
+  private readonly candidate: Float64Array;
+  /** Slot the next scan starts at, so members with equal scores take turns. */
+  private cursor = 0;
+
+  constructor(members: readonly PoolMember[], options: BalanceOptions) {
+    this.table = new MemberTable(members);
+    const n = this.table.length;
+    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs);
+    const ppw = options.pointsPerWeight;
+    this.ring = new HashRing(
+      this.table.nodes.map((node) => node.id),
+      this.table.weights,
+      ppw !== undefined && ppw > 0 && ppw < Infinity ? ppw : DEFAULT_POINTS_PER_WEIGHT,
+    );
+    const cacheTokens = positive(options.cacheTokens, DEFAULT_CACHE_TOKENS);
+    const maxBytes = positive(options.indexMaxBytes, DEFAULT_INDEX_MAX_BYTES);
+    let blocks = Math.ceil(cacheTokens / PROMPT_BLOCK_TOKENS);
+    // Each node's index takes 5–11 bytes per block (two tables sized for one entry per two blocks
+    // of a generation's 2/3 of the capacity, at most half full, 4-byte slots); fit the pool's
+    // indexes under the bound.
+    while (blocks > 16 && n * new PrefixIndex(blocks).memoryBytes > maxBytes) blocks = Math.floor(blocks / 2);
+    this.indexes = this.table.nodes.map(() => new PrefixIndex(blocks));
+    this.epsilon =
+      options.epsilon !== undefined && options.epsilon >= 0 ? options.epsilon : DEFAULT_CACHE_EPSILON;
+    this.spillFloor =
+      options.spillFloorTokens !== undefined && options.spillFloorTokens >= 0
+        ? options.spillFloorTokens
+        : DEFAULT_CACHE_SPILL_FLOOR_TOKENS;
+    this.homeTokens = positive(options.homeTokens, DEFAULT_HOME_TOKENS);
+    this.candidate = new Float64Array(n);
+  }
+
+  /** Bytes the pool's prefix indexes hold (fixed at build, under `indexMaxBytes`). */
+  get indexBytes(): number {
+    let b = 0;
+    for (const ix of this.indexes) b += ix.memoryBytes;
+    return b;
+  }
+
+  /**
+   * The candidate with the lowest expected time to first token per unit of weight, its prompt
+   * reduced by the prefix it likely holds; null when there is none. Writes `expectedTtftMs`,
+   * `queuedMs` and `cachedTokens` of the winner, and `affinityOutcome`: `hit` when the winner had
+   * the largest cached estimate among the nodes scored (the home always is), `spill` when load sent
+   * the request past one with more cached, `none` when none had anything cached. Then records the
+   * request's prompt blocks in the winner's index.
+   */
+  pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
+    // HOT
+    const { nodes, length } = this.table;
+    const cand = this.candidate;
+    const count = this.table.candidates(tried, cand);
+    req.affinityOutcome = AffinityOutcome.none;
+    if (count === 0) return null;
+    const prompt = req.promptTokens;
+    const expected = this.expected;
+    expected.prepare(prompt);
+    const rate = expected.rate;
+    const queued = expected.queued;
+    const creditLimit = (1 + this.epsilon) * expected.queuedMean + this.spillFloor;
+    const pb = req.promptBlocks === undefined ? null : req.promptBlocks();
+    const blocks = pb === null ? NO_BLOCKS : pb.hashes;
+    const n = blocks.length;
+    const home = this.homeSlot(req.affinityKey);
+    // The home is assumed to hold the key's prefix and the conversation so far (it served the
+    // earlier turns unless load moved one): every instance then agrees where a conversation lives,
+    // whatever its own index saw, and a conversation that load moved comes back next turn.
+    const history = home >= 0 && pb !== null ? pb.historyTokens : 0;
+    const homeCredit =
+      HOME_HISTORY_SHARE * history > this.homeTokens ? HOME_HISTORY_SHARE * history : this.homeTokens;
+
+    let best = -1;
+    let bestScore = Infinity; // ms per unit of weight
+    let bestEstimate = 0; // ms
+    let bestCached = 0; // tokens
+    let bestMatched = 0; // blocks
+    let bestInFlight = 0;
+    let mostCached = 0; // tokens, the most any node scored holds
+    // The home node first (k = -1): it usually sets a score that lets the others be skipped unread.
+    let next = this.cursor;
+    for (let k = home >= 0 ? -1 : 0; k < length; k++) {
+      let i = home;
+      if (k >= 0) {
+        i = next;
+        next = next + 1 === length ? 0 : next + 1;
+        if (i === home) continue;
+      }
+      const w = cand[i]!;
+      if (w === 0) continue;
+      const r = rate[i]!;
+      const q = queued[i]!;
+      // Expected time to first token = r × (q + own prefill + FIXED_WORK_TOKENS), ms. Not even a
+      // fully cached prompt can beat the best so far: the node's index is not read.
+      if ((r * (q + 1 + FIXED_WORK_TOKENS)) / w > bestScore) continue;
+      const node = nodes[i]!;
+      const kv = node.scrapedKvUsage;
+      // Share of its cached prefix a node keeps: less and less once its KV cache is nearly full.
+      const keep = kv > KV_EVICTING ? (kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING)) : 1;
+      let matched = 0;
+      if (n > 0 && keep > 0) {
+        const index = this.indexes[i]!;
+        let held = 0;
+        // A node holds a prompt's blocks as a prefix (prefix-index.ts), so one probe near the block
+        // it would need to hold to reach the best score settles most nodes. (A node queued past the
+        // credit limit gets no credit; its index is read only for the hit/spill report.)
+        if (i !== home && best >= 0 && q <= creditLimit) {
+          const cachedNeeded = q + prompt + FIXED_WORK_TOKENS - (bestScore * w) / r;
+          const blocksNeeded = cachedNeeded / (PROMPT_BLOCK_TOKENS * keep);
+          if (blocksNeeded >= n + 2) continue;
+          // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An
+          // int32, not Math.floor's double, which the call below would box.
+          const need = (blocksNeeded | 0) - 1;
+          if (need >= 1) {
+            held = index.atLeast(blocks, need);
+            if (held < 0) continue;
+          }
+        }
+        matched = index.matchedBlocks(blocks, held);
+      }
+      let cached = matched * PROMPT_BLOCK_TOKENS;
+      if (i === home && cached < homeCredit) cached = homeCredit;
+      cached *= keep;
+      if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
+      if (cached > mostCached) mostCached = cached;
+      if (q > creditLimit) cached = 0;
+      const estimate = r * (q + (prompt - cached) + FIXED_WORK_TOKENS);
+      const score = estimate / w;
+      if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
+        best = i;
+        bestScore = score;
+        bestEstimate = estimate;
+        bestCached = cached;
+        bestMatched = matched;
+        bestInFlight = node.inFlight;
+      }
+    }
+    this.cursor = this.cursor + 1 === length ? 0 : this.cursor + 1;
+    if (best < 0) return null;
+    if (mostCached > 0) {
+      req.affinityOutcome = bestCached >= mostCached ? AffinityOutcome.hit : AffinityOutcome.spill;
+    }
+    req.cachedTokens = bestCached;
+    if (expected.probed) {
+      req.expectedTtftMs = bestEstimate;
+      req.queuedMs = rate[best]! * queued[best]!;
+    }
+    if (n > 0) this.indexes[best]!.record(blocks, bestMatched);
+    return nodes[best]!;
+  }
+
+  /** Member slot of the key's home: the first candidate clockwise from its hash; -1 without a key. */
+  private homeSlot(key: string | null): number {
+    // HOT
+    if (key === null) return -1;
+    const ring = this.ring;
+    const start = ring.locate(key);
+    if (start < 0) return -1;
+    // A down or tried home passes its keys to the next candidate on the ring, as consistent-hash does.
+    const owners = ring.owners;
+    const limit = ring.size < 64 ? ring.size : 64;
+    for (let k = 0, p = start; k < limit; k++, p = p + 1 === ring.size ? 0 : p + 1) {
+      const slot = owners[p]!;
+      if (this.candidate[slot]! > 0) return slot;
+    }
+    return -1;
+  }
+}
+
+function positive(v: number | undefined, fallback: number): number {
+  return v !== undefined && v > 0 && v < Infinity ? v : fallback;
+}
+
+/**
+ * Factory for the `cache-aware` kind.
+ *
+ * @example
+ * const policy = createCacheAware(members, { cacheTokens: 400_000, homeTokens: 600 });
+ * const node = policy.pick(session, []); // session.cachedTokens: what it expects node to hold
+ */
+export function createCacheAware(members: readonly PoolMember[], options: BalanceOptions): BalancePolicy {
+  return new CacheAwarePolicy(members, options);
+}

@@ -1,0 +1,164 @@
+/**
+ * The expected time to first token of a request on each member of a pool: the prefill work queued
+ * ahead of it on the node plus its own, times the node's learned milliseconds per token of work.
+ * Least-response-time scores with it directly and cache-aware trades it against the cached prefix,
+ * so both read load through this one term. Per-pick state lives in typed arrays sized at build,
+ * which the policies read directly (a double passed to or returned from a call that is not inlined
+ * is boxed, an allocation); a pick reads no clock and allocates nothing.
+ *
+ *   expected(node) = rate(node) × (queued(node) + own + FIXED_WORK_TOKENS)            ms
+ *   queued(node)   = node.timing.pendingTokens                                        tokens
+ *                  + max(0, scraped waiting − own attempts waiting then) × mean prompt
+ */
+import { eligible } from './balance-policy.js';
+import { ratioSamples, type DecayedRatio } from './decayed-ratio.js';
+import { DEFAULT_TTFB_HALF_LIFE_MS } from './ttfb-ewma.js';
+import { FIXED_WORK_TOKENS } from './node-timing.js';
+import type { UpstreamNode } from '../upstream/upstream-node.js';
+
+/** Picks over which the running mean prompt size is averaged (count-based EWMA window). */
+const PROMPT_WINDOW = 256;
+/** Smallest rate used in estimates, ms per token, so that a 0 ms sample cannot cancel the queue. */
+const MIN_RATE = 1e-6;
+
+export class ExpectedTtft {
+  private readonly nodes: readonly UpstreamNode[];
+  private readonly halfLifeMs: number;
+  /** Per slot, for the pick in progress: ms of time to first token per token of work. */
+  readonly rate: Float64Array;
+  /** Per slot, for the pick in progress: prefill work queued ahead of a new request, tokens. */
+  readonly queued: Float64Array;
+  /** Scratch per slot: weight of the node's own rate against the pool reference (0 = unprobed). */
+  private readonly fresh: Float64Array;
+  /** Running mean of the prompt tokens of the requests placed, tokens; 0 before the first pick. */
+  meanPromptTokens = 0;
+  /** Mean of `queued` over the eligible members for the pick in progress, tokens (0 with none). */
+  queuedMean = 0;
+  /**
+   * Which series the pick in progress reads: true when some eligible member has streamed first
+   * tokens (time to first token), false when only heads of answers that are not streamed are known.
+   */
+  fromStreams = false;
+  /** False while no eligible member has any sample: estimates are then in tokens, not ms. */
+  probed = false;
+  /** `ratioSamples.count` when the rates were last computed; -1: never. */
+  private samplesSeen = -1;
+  /** Which members were eligible then (a hash of the flags), since the reference depends on it. */
+  private eligibleSeen = 0;
+
+  /** `nodes` are the policy's member slots; `halfLifeMs` fades a rate that stopped being refreshed. */
+  constructor(nodes: readonly UpstreamNode[], halfLifeMs: number | undefined) {
+    this.nodes = nodes;
+    this.halfLifeMs = halfLifeMs !== undefined && halfLifeMs > 0 ? halfLifeMs : DEFAULT_TTFB_HALF_LIFE_MS;
+    this.rate = new Float64Array(nodes.length);
+    this.queued = new Float64Array(nodes.length);
+    this.fresh = new Float64Array(nodes.length);
+  }
+
+  /**
+   * Prepares the estimates of one pick for a request of `promptTokens`: folds the request into the
+   * mean prompt size, sets each member's queued work (`queued`), then each member's rate (`rate`).
+   * A member without samples gets the pool's reference rate (a fair start); a member whose last
+   * sample is older than the pool's newest fades toward it by `2^(−age / halfLife)`, so a node that
+   * was slow once is probed again rather than starved. The reference is the mean of the eligible members' rates weighted by that freshness.
+   * With no sample anywhere every rate is 1: the estimate is then the work queued, in tokens.
+   * The rates are recomputed only when a sample arrived or a member's eligibility changed since the
+   * previous pick; otherwise a pick reuses them.
+   */
+  prepare(promptTokens: number): void {
+    // HOT
+    if (promptTokens > 0) {
+      // One arithmetic expression (the first request sets the mean: divisor 1), not a choice between
+      // the tagged argument and a double, which the compiler boxes into a heap number per call.
+      const m = this.meanPromptTokens;
+      this.meanPromptTokens = m + (promptTokens - m) / (m === 0 ? 1 : PROMPT_WINDOW);
+    }
+    const nodes = this.nodes;
+    const n = nodes.length;
+    const queued = this.queued;
+    const mean = this.meanPromptTokens;
+    let flags = 0;
+    let sum = 0;
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      const node = nodes[i]!;
+      const t = node.timing;
+      const q = t.pendingTokens + t.foreignWaiting(node.scrapedWaiting) * mean;
+      queued[i] = q;
+      const ok = eligible(node);
+      if (ok) {
+        sum += q;
+        count++;
+      }
+      flags = (Math.imul(flags, 31) + (ok ? 1 : 2)) | 0;
+    }
+    this.queuedMean = count > 0 ? sum / count : 0;
+    if (ratioSamples.count === this.samplesSeen && flags === this.eligibleSeen) return;
+    this.samplesSeen = ratioSamples.count;
+    this.eligibleSeen = flags;
+    this.computeRates();
+  }
+
+  private computeRates(): void {
+    const nodes = this.nodes;
+    const n = nodes.length;
+    let streams = false;
+    for (let i = 0; i < n; i++) {
+      const node = nodes[i]!;
+      if (node.timing.ttftRate.sumX > 0 && eligible(node)) {
+        streams = true;
+        break;
+      }
+    }
+    this.fromStreams = streams;
+    // Ages are measured from the pool's newest sample, not the clock: while the pool is idle nobody
+    // learns anything, so nobody's rate goes stale.
+    let newest = -Infinity;
+    for (let i = 0; i < n; i++) {
+      const node = nodes[i]!;
+      const s = series(node, streams);
+      if (s.sumX > 0 && s.updatedMs > newest && eligible(node)) newest = s.updatedMs;
+    }
+    const fresh = this.fresh;
+    const rate = this.rate;
+    const halfLife = this.halfLifeMs;
+    let sumFresh = 0;
+    let sumFreshRate = 0;
+    for (let i = 0; i < n; i++) {
+      const node = nodes[i]!;
+      const s = series(node, streams);
+      let f = 0;
+      if (s.sumX > 0 && eligible(node)) {
+        const age = newest - s.updatedMs;
+        f = age > 0 ? Math.pow(2, -age / halfLife) : 1;
+        const r = s.sumY / s.sumX;
+        rate[i] = r;
+        sumFresh += f;
+        sumFreshRate += f * r;
+      }
+      fresh[i] = f;
+    }
+    this.probed = sumFresh > 0;
+    const reference = sumFresh > 0 ? sumFreshRate / sumFresh : 1;
+    for (let i = 0; i < n; i++) {
+      const f = fresh[i]!;
+      let r = f > 0 ? reference + (rate[i]! - reference) * f : reference;
+      if (r < MIN_RATE) r = MIN_RATE;
+      rate[i] = r;
+    }
+  }
+
+  /**
+   * Expected time to first token, ms (tokens while not `probed`), of a request whose prefill is
+   * `ownTokens` on slot `i`, after `prepare`. For tests and diagnostics: policies compute
+   * `rate[i] × (queued[i] + own + FIXED_WORK_TOKENS)` inline.
+   */
+  estimate(i: number, ownTokens: number): number {
+    return this.rate[i]! * (this.queued[i]! + ownTokens + FIXED_WORK_TOKENS);
+  }
+}
+
+function series(node: UpstreamNode, streams: boolean): DecayedRatio {
+  // HOT
+  return streams ? node.timing.ttftRate : node.timing.headRate;
+}

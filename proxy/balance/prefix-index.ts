@@ -1,0 +1,191 @@
+/**
+ * What one node has likely kept in its prefix cache, as Sluice can know it: the prompt block hashes
+ * (`prompt-blocks.ts`) of the requests this instance sent there, aged out the way a full KV cache
+ * evicts, oldest first. Approximate by design and bounded: two generations of a fixed-size
+ * open-addressing set, allocated once; recording and lookups never allocate.
+ *
+ *   current  [ . h7 . . h11 h3 . . ]   inserts and touches go here
+ *   previous [ h15 . h4 . . . h3 . ]   the generation before; a lookup looks in both
+ *   when current has taken its share of blocks: previous is dropped, current becomes previous
+ *
+ * So the set holds between 2/3 and 4/3 of `capacity` of the most recently used blocks, the node's
+ * cache size on average: an LRU with eviction in batches instead of one block at a time.
+ *
+ * Not every block is stored. A block hash covers all text before it, so a prompt is recorded by
+ * its checkpoints, every CHECKPOINT_BLOCKS-th block (blocks 3, 7, 11, ...), and its last block:
+ *
+ *   prompt P (14 blocks)   0 1 2 [3] 4 5 6 [7] 8 9 10 [11] 12 [13]     [ ] = recorded
+ *   next turn Q (20)       matched: checkpoints 3, 7, 11 held, then P's last block 13 → 14 blocks
+ *
+ * A prompt that extends a recorded one (the next turn of a conversation) matches exactly; one that
+ * shares only part of a recorded prompt matches to the last checkpoint of that part (at most
+ * CHECKPOINT_BLOCKS − 1 blocks short). Recording costs a quarter of the hash-table writes it would
+ * with every block. A generation ends after its share of blocks (or of entries, whichever runs out
+ * first); the tables are sized for one entry per two blocks, half the memory of every block.
+ */
+
+/** Bytes of one slot (a 30-bit block hash in an int32; 0 = empty). */
+const SLOT_BYTES = 4;
+/** Every how many blocks a prompt is recorded (see the module comment). */
+export const CHECKPOINT_BLOCKS = 4;
+
+export class PrefixIndex {
+  /** Prompt blocks recorded into one generation before it becomes the previous one. */
+  readonly generationBlocks: number;
+  /** Entries one generation holds at most (it becomes the previous one sooner if they run out). */
+  readonly generationEntries: number;
+  private current: Int32Array;
+  private previous: Int32Array;
+  private readonly mask: number;
+  /** Entries in `current`. */
+  private count = 0;
+  /** Prompt blocks recorded into `current` (blocks already held there are not counted again). */
+  private blocks = 0;
+
+  /** An index for a node caching about `capacityBlocks` blocks (at least 16). */
+  constructor(capacityBlocks: number) {
+    this.generationBlocks = Math.max(32, Math.ceil((capacityBlocks * 2) / 3));
+    // A long prompt takes one entry per CHECKPOINT_BLOCKS blocks, but the next turn of a
+    // conversation adds only its few new blocks and one entry for its last block: about one entry
+    // per two blocks. A generation is measured in the blocks recorded into it, not in its entries,
+    // so that the index forgets what the node's cache would: measured in entries at one per four
+    // blocks, short turns made it forget at about half the capacity.
+    this.generationEntries = Math.max(8, Math.ceil(this.generationBlocks / 2));
+    // Load factor at most 1/2, so a probe sequence stays short.
+    let size = 16;
+    while (size < this.generationEntries * 2) size *= 2;
+    this.mask = size - 1;
+    this.current = new Int32Array(size);
+    this.previous = new Int32Array(size);
+  }
+
+  /** Bytes the index holds, fixed at construction. */
+  get memoryBytes(): number {
+    return (this.current.length + this.previous.length) * SLOT_BYTES;
+  }
+
+  /** Entries held now (both generations; one in both counts twice), for tests and diagnostics. */
+  get size(): number {
+    let n = 0;
+    for (const t of [this.current, this.previous]) for (let i = 0; i < t.length; i++) if (t[i] !== 0) n++;
+    return n;
+  }
+
+  /** True when block hash `h` (never 0) is held. */
+  has(h: number): boolean {
+    // HOT
+    return find(this.current, this.mask, h) || find(this.previous, this.mask, h);
+  }
+
+  /**
+   * What one lookup says about whether the node holds at least `count` leading blocks of `hashes`:
+   * -1 when it surely holds fewer (the checkpoint below `count` is missing), else a number of
+   * leading blocks it surely holds (0 when there is no checkpoint to look at), to pass to
+   * `matchedBlocks` as `held`.
+   */
+  atLeast(hashes: Int32Array, count: number): number {
+    // HOT
+    const c = count < hashes.length ? count : hashes.length;
+    // The last checkpoint at or below block c − 1: held whenever c blocks are.
+    const k = c - (c % CHECKPOINT_BLOCKS);
+    if (k === 0) return 0;
+    return this.has(hashes[k - 1]!) ? k : -1;
+  }
+
+  /**
+   * How many leading blocks of `hashes` are held. The blocks of one prompt are recorded and aged
+   * together, so a held checkpoint means held blocks before it: a binary search for the last held
+   * checkpoint, then a look at the few blocks after it (where a recorded prompt may have ended),
+   * O(log n) lookups. `held`, when given, is a count of leading blocks the caller already found held
+   * (`atLeast`); the search starts there.
+   */
+  matchedBlocks(hashes: Int32Array, held = 0): number {
+    // HOT
+    const n = hashes.length;
+    if (n === 0) return 0;
+    if (this.has(hashes[n - 1]!)) return n;
+    // Checkpoint j is block j × CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS − 1; search j in [lo, hi).
+    let lo = held >= CHECKPOINT_BLOCKS ? ((held / CHECKPOINT_BLOCKS) | 0) - 1 : -1; // held (or none)
+    let hi = ((n - 1) / CHECKPOINT_BLOCKS) | 0; // not held (or past the prompt)
+    while (hi - lo > 1) {
+      const mid = (lo + hi) >>> 1;
+      if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) lo = mid;
+      else hi = mid;
+    }
+    let base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint
+    if (base > n) base = n;
+    // A recorded prompt that this one extends ended within the next few blocks: its last block.
+    let top = base + CHECKPOINT_BLOCKS - 1;
+    if (top > n - 1) top = n - 1;
+    for (let i = top - 1; i >= base; i--) if (this.has(hashes[i]!)) return i + 1;
+    return base;
+  }
+
+  /**
+   * Records that the node now holds every block of `hashes` (a request sent there), as the newest
+   * use: its checkpoints and its last block. `matched` is what `matchedBlocks` found: when the last
+   * of those is already in the current generation, so are the ones before it (a prompt's entries
+   * are recorded together), and only the entries after them need touching.
+   */
+  record(hashes: Int32Array, matched = 0): void {
+    // HOT
+    const n = hashes.length;
+    if (n === 0) return;
+    let from = 0;
+    if (matched > 0 && matched <= n && find(this.current, this.mask, hashes[matched - 1]!)) from = matched;
+    for (
+      let i = from + ((CHECKPOINT_BLOCKS - 1 - from) & (CHECKPOINT_BLOCKS - 1));
+      i < n - 1;
+      i += CHECKPOINT_BLOCKS
+    ) {
+      this.touch(hashes[i]!);
+    }
+    if (from < n) this.touch(hashes[n - 1]!);
+    this.blocks += n - from;
+    if (this.blocks >= this.generationBlocks) this.rotate();
+  }
+
+  /** Forgets everything (the node restarted or its cache was dropped). */
+  clear(): void {
+    this.current.fill(0);
+    this.previous.fill(0);
+    this.count = 0;
+    this.blocks = 0;
+  }
+
+  private touch(h: number): void {
+    // HOT
+    const t = this.current;
+    const mask = this.mask;
+    let i = h & mask;
+    for (;;) {
+      const v = t[i]!;
+      if (v === h) return;
+      if (v === 0) break;
+      i = (i + 1) & mask;
+    }
+    t[i] = h;
+    if (++this.count >= this.generationEntries) this.rotate();
+  }
+
+  /** The oldest generation is evicted; the full one becomes the previous. */
+  private rotate(): void {
+    const old = this.previous;
+    old.fill(0);
+    this.previous = this.current;
+    this.current = old;
+    this.count = 0;
+    this.blocks = 0;
+  }
+}
+
+function find(t: Int32Array, mask: number, h: number): boolean {
+  // HOT
+  let i = h & mask;
+  for (;;) {
+    const v = t[i]!;
+    if (v === h) return true;
+    if (v === 0) return false;
+    i = (i + 1) & mask;
+  }
+}

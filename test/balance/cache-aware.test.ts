@@ -1,0 +1,195 @@
+/**
+ * Cache-aware balancing: the shared conformance suite, then its one score: expected time to first
+ * token with the prefix a node likely holds taken off the prompt. The node holding a conversation
+ * wins while its queue is short and loses once the wait outweighs the saving; an overloaded node
+ * gets no credit; instances without shared state agree on a new key's home; KV pressure discounts
+ * the credit; and the indexes stay within their memory bound over an hour of simulated traffic.
+ */
+import { afterEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { CacheAwarePolicy, createCacheAware } from '../../proxy/balance/cache-aware.js';
+import type { PoolMember } from '../../proxy/balance/balance-policy.js';
+import { FIXED_WORK_TOKENS, chargePrefill, recordFirstToken } from '../../proxy/balance/node-timing.js';
+import {
+  PROMPT_BLOCK_CHARS,
+  PROMPT_BLOCK_TOKENS,
+  blockHashes,
+  type PromptBlocks,
+} from '../../proxy/balance/prompt-blocks.js';
+import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
+import { runPolicyConformance } from './conformance.js';
+import { TestFleet, request, type TestRequest } from './fleet.js';
+
+runPolicyConformance('cache-aware', createCacheAware);
+
+const fleet = new TestFleet();
+afterEach(() => fleet.close());
+
+/** A request whose prompt is `text` (its blocks hashed), keyed by `key`; `history`: its history tokens. */
+function chat(
+  text: string,
+  key: string | null = null,
+  history = 0,
+): TestRequest & { promptBlocks(): PromptBlocks } {
+  const blocks: PromptBlocks = { hashes: blockHashes(text), historyTokens: history };
+  const prompt = Math.ceil(text.length / 4);
+  return { ...request(key, prompt + 100, prompt), promptBlocks: () => blocks };
+}
+
+const words = (seed: string, blocks: number): string =>
+  seed.repeat(Math.ceil((blocks * PROMPT_BLOCK_CHARS) / seed.length)).slice(0, blocks * PROMPT_BLOCK_CHARS);
+
+/** Gives every node the same learned rate, ms per token. */
+function rate(ms: readonly PoolMember[], msPerToken = 0.1): void {
+  for (const m of ms) {
+    m.node.timing.ttftRate.reset();
+    m.node.timing.ttftRate.add(msPerToken * 1000, 1000, 1000, 10_000);
+  }
+}
+
+function pick(policy: CacheAwarePolicy, req: TestRequest): UpstreamNode | null {
+  return policy.pick(req, []);
+}
+
+describe('cache-aware policy', () => {
+  it('reports its YAML kind and that it scores the prefill queue', () => {
+    const p = createCacheAware(fleet.members(1), {});
+    assert.equal(p.kind, 'cache-aware');
+    assert.equal(p.scoresPrefill, true);
+  });
+
+  it('sends the next turn of a conversation to the node that served the last one, and says how much it expects cached', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, {});
+    const turn1 = words('history of session one ', 40);
+    const first = pick(p, chat(turn1))!;
+    const next = chat(turn1 + words('and a follow-up ', 8));
+    assert.equal(pick(p, next), first);
+    assert.equal(next.cachedTokens, 40 * PROMPT_BLOCK_TOKENS);
+    assert.equal(next.affinityOutcome, 'hit');
+    assert.equal(
+      next.expectedTtftMs,
+      0.1 * (next.promptTokens - 40 * PROMPT_BLOCK_TOKENS + FIXED_WORK_TOKENS),
+    );
+    assert.equal(next.queuedMs, 0);
+  });
+
+  it('trades the saving against the wait: a node whose queue costs more than the cached prefix saves loses', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { spillFloorTokens: 1e9 });
+    const history = words('long shared history ', 40); // 2,560 tokens
+    const home = pick(p, chat(history))!;
+    const other = ms.find((m) => m.node !== home)!.node;
+    const req = chat(history + words('new question ', 4)); // 2,816 tokens, 2,560 cached at home
+    // Home: 0.1 × (queued + 256 + 128); other: 0.1 × (2,816 + 128). Home wins while queued < 2,560.
+    chargePrefill(home, 2000, 0);
+    assert.equal(pick(p, req), home);
+    chargePrefill(home, 1000, 0);
+    const spilled = chat(history + words('new question ', 4));
+    assert.equal(pick(p, spilled), other);
+    assert.equal(spilled.affinityOutcome, 'spill', 'load won over the cached prefix');
+    assert.equal(spilled.cachedTokens, 0);
+  });
+
+  it('withdraws the cache credit from a node queued far above the pool mean', () => {
+    const ms = fleet.members(1, 1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { epsilon: 1, spillFloorTokens: 1000 });
+    const history = words('hot conversation ', 200); // 12,800 tokens: a big saving
+    const home = pick(p, chat(history))!;
+    // Mean queue 3,000 → limit 2 × 3,000 + 1,000 = 7,000: the home node at 9,000 gets no credit.
+    chargePrefill(home, 9000, 0);
+    const req = chat(history);
+    assert.notEqual(pick(p, req), home);
+    assert.equal(req.affinityOutcome, 'spill');
+  });
+
+  it('sends a new key to the same home node in every instance, without shared state', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const a = new CacheAwarePolicy(ms, { homeTokens: 150 });
+    const b = new CacheAwarePolicy(ms, { homeTokens: 150 });
+    for (let i = 0; i < 40; i++) {
+      const text = words(`session ${i} opening `, 4);
+      const ra = chat(text, `key-${i}`);
+      const rb = chat(text, `key-${i}`);
+      assert.equal(pick(a, ra), pick(b, rb), `key-${i}`);
+    }
+    // Not all to one node: the keys spread over the ring.
+    const homes = new Set(Array.from({ length: 40 }, (_, i) => pick(a, chat(words(`x${i} `, 2), `k${i}`))));
+    assert.ok(homes.size >= 3);
+  });
+
+  it('brings a conversation its index knows nothing of back to its home, credited with its history', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    // 2,560 tokens, 2,000 of them before the last message
+    const turn = (): TestRequest =>
+      chat(words('a late turn of a long conversation ', 40), 'conversation-7', 2000);
+    const home = pick(new CacheAwarePolicy(ms, {}), turn())!;
+    const fresh = turn();
+    assert.equal(pick(new CacheAwarePolicy(ms, {}), fresh), home, 'another instance, another index');
+    assert.equal(fresh.cachedTokens, 2000);
+    // Home: 0.1 × (2,500 + 560 + 128) > elsewhere 0.1 × (2,560 + 128): the wait outweighs the credit.
+    chargePrefill(home, 2500, 0);
+    assert.notEqual(pick(new CacheAwarePolicy(ms, {}), turn()), home);
+  });
+
+  it('counts a cached prefix for less on a node whose scraped KV cache is nearly full', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, {});
+    const history = words('some history ', 20);
+    const home = pick(p, chat(history))!;
+    home.scrapedKvUsage = 0.95; // halfway from 0.9 to full: half the credit
+    const req = chat(history);
+    assert.equal(pick(p, req), home);
+    assert.ok(Math.abs(req.cachedTokens - 0.5 * 20 * PROMPT_BLOCK_TOKENS) < 1e-6, String(req.cachedTokens));
+    home.scrapedKvUsage = 1;
+    const full = chat(history);
+    pick(p, full);
+    assert.equal(full.affinityOutcome, 'none', 'a full KV cache holds nothing it can keep');
+  });
+
+  it('keeps its indexes under the configured memory bound through an hour of simulated traffic', () => {
+    const ms = fleet.members(...Array.from({ length: 16 }, () => 1));
+    const bound = 1024 * 1024;
+    const p = new CacheAwarePolicy(ms, { cacheTokens: 400_000, indexMaxBytes: bound });
+    assert.ok(p.indexBytes <= bound, `${p.indexBytes} bytes allocated`);
+    // One hour at 10 requests/s of multi-turn sessions (2–8 turns of ~1,000 tokens over 8 system
+    // prompts of ~2,000), simulated time: every request's first token arrives 200 ms after dispatch.
+    const sessions: { system: number; history: string; turns: number }[] = [];
+    let uniq = 0;
+    const hourMs = 3_600_000;
+    const heapBefore = process.memoryUsage().heapUsed;
+    let hits = 0;
+    let requests = 0;
+    for (let t = 0; t < hourMs; t += 100) {
+      const slot = requests % 64;
+      let s = sessions[slot];
+      if (s === undefined || s.turns === 0) {
+        s = { system: uniq % 8, history: '', turns: 2 + (uniq % 7) };
+        s.history = words(`system prompt ${s.system} `, 31) + words(`user ${uniq++} asks `, 16);
+        sessions[slot] = s;
+      } else {
+        s.history += words(`reply and next question ${uniq++} `, 16);
+      }
+      s.turns--;
+      const req = chat(s.history, `session-${slot}-${s.system}`);
+      const node = pick(p, req)!;
+      chargePrefill(node, req.promptTokens - Math.max(0, req.cachedTokens), t);
+      recordFirstToken(node, req.promptTokens - Math.max(0, req.cachedTokens), t + 200, 10_000);
+      if (req.cachedTokens > 512) hits++;
+      requests++;
+      assert.ok(p.indexBytes <= bound);
+    }
+    assert.equal(requests, 36_000);
+    for (const ix of p.indexes) assert.ok(ix.size <= 2 * ix.generationEntries);
+    assert.ok(hits > requests / 4, `follow-up turns found their history: ${hits} of ${requests}`);
+    // Nothing grows with the traffic (allow for the test's own strings and the collector's timing).
+    const grown = process.memoryUsage().heapUsed - heapBefore;
+    assert.ok(grown < 64 * 1024 * 1024, `heap grew ${grown} bytes`);
+  });
+});

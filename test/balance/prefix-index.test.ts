@@ -1,0 +1,150 @@
+/**
+ * The per-node prefix index and the prompt block hashes it stores: a conversation's next turn
+ * matches every full block of the turn before; the index answers how many leading blocks a node
+ * holds, forgets the oldest generation past its capacity, keeps what is used, and never grows.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { PrefixIndex } from '../../proxy/balance/prefix-index.js';
+import { promptPrefix } from '../../proxy/balance/affinity-key.js';
+import {
+  MAX_PROMPT_CHARS,
+  PROMPT_BLOCK_CHARS,
+  blockHashes,
+  readPromptBlocks,
+} from '../../proxy/balance/prompt-blocks.js';
+
+const text = (seed: string, chars: number): string =>
+  seed.repeat(Math.ceil(chars / seed.length)).slice(0, chars);
+
+describe('prompt block hashes', () => {
+  it('hash only full blocks, each covering all text before it', () => {
+    const a = blockHashes(text('abc ', PROMPT_BLOCK_CHARS * 3 + 10));
+    assert.equal(a.length, 3);
+    const b = blockHashes(text('abc ', PROMPT_BLOCK_CHARS * 2) + text('xyz ', PROMPT_BLOCK_CHARS));
+    assert.deepEqual([...b.slice(0, 2)], [...a.slice(0, 2)]);
+    assert.notEqual(b[2], a[2]);
+    assert.ok(a.every((h) => h !== 0));
+  });
+
+  it('let the next turn of a chat match every full block of the turn before', () => {
+    const system = { role: 'system', content: text('You are helpful. ', 1500) };
+    const turn1 = { messages: [system, { role: 'user', content: text('question one ', 900) }] };
+    const turn2 = {
+      messages: [
+        ...turn1.messages,
+        { role: 'assistant', content: text('answer ', 700) },
+        { role: 'user', content: 'and then?' },
+      ],
+    };
+    const h1 = readPromptBlocks(turn1).hashes;
+    const h2 = readPromptBlocks(turn2).hashes;
+    assert.ok(h1.length >= 9 && h2.length > h1.length);
+    assert.deepEqual([...h2.slice(0, h1.length)], [...h1]);
+    assert.equal(readPromptBlocks({ input: 'short' }).hashes.length, 0);
+    assert.equal(readPromptBlocks(null).hashes.length, 0);
+  });
+
+  it('hash a body as they would hash its whole prompt text, without building it', () => {
+    const bodies: unknown[] = [
+      {
+        messages: [
+          { role: 'system', content: text('Be exact. ', 700) },
+          { role: 'user', content: text('q ', 3000) },
+        ],
+      },
+      {
+        system: text('top-level system ', 500),
+        messages: [
+          {
+            role: 'user',
+            content: [{ type: 'text', text: text('part ', 900) }, { type: 'image_url' }, 'plain'],
+          },
+        ],
+      },
+      { prompt: text('a completion prompt ', 2000) },
+      { prompt: Array.from({ length: 700 }, (_, i) => i) },
+      { input: [{ role: 'user', content: text('responses api ', 1200) }], instructions: text('rules ', 400) },
+      {
+        messages: [
+          { role: 'user', content: text('x', MAX_PROMPT_CHARS + 5000) },
+          { role: 'user', content: 'more' },
+        ],
+      },
+    ];
+    for (const body of bodies) {
+      assert.deepEqual(
+        [...readPromptBlocks(body).hashes],
+        [...blockHashes(promptPrefix(body, MAX_PROMPT_CHARS))],
+      );
+    }
+  });
+
+  it('count the conversation before the last message as its history', () => {
+    const system = { role: 'system', content: text('sys ', 400) };
+    const user = { role: 'user', content: text('first ', 800) };
+    const last = { role: 'user', content: text('latest ', 1000) };
+    const before = promptPrefix({ messages: [system, user] }, MAX_PROMPT_CHARS).length;
+    assert.equal(readPromptBlocks({ messages: [system, user, last] }).historyTokens, Math.floor(before / 4));
+    assert.equal(readPromptBlocks({ messages: [last] }).historyTokens, 0);
+    assert.equal(readPromptBlocks({ prompt: text('p ', 2000) }).historyTokens, 0);
+    // A conversation longer than the hashed bound: all that was read comes before the last message.
+    const huge = { messages: [{ role: 'user', content: text('y', MAX_PROMPT_CHARS + 10) }, last] };
+    assert.equal(readPromptBlocks(huge).historyTokens, MAX_PROMPT_CHARS / 4);
+  });
+});
+
+describe('PrefixIndex', () => {
+  it('counts the leading blocks a node holds', () => {
+    const ix = new PrefixIndex(1000);
+    const a = blockHashes(text('abc ', PROMPT_BLOCK_CHARS * 10));
+    const b = blockHashes(text('abc ', PROMPT_BLOCK_CHARS * 6) + text('zzz ', PROMPT_BLOCK_CHARS * 6));
+    assert.equal(ix.matchedBlocks(a), 0);
+    ix.record(a);
+    assert.equal(ix.matchedBlocks(a), 10);
+    // b shares 6 blocks with a: it matches to a's last checkpoint within them (blocks 0-3).
+    assert.equal(ix.matchedBlocks(b), 4);
+    assert.equal(ix.matchedBlocks(a.slice(0, 3)), 0, 'no checkpoint within the first 3 blocks');
+    assert.equal(ix.matchedBlocks(a.slice(0, 8)), 8);
+    assert.equal(ix.matchedBlocks(new Int32Array(0)), 0);
+  });
+
+  it('matches a prompt that extends a recorded one exactly, to the recorded one’s last block', () => {
+    const ix = new PrefixIndex(1000);
+    const turn1 = text('a conversation so far ', PROMPT_BLOCK_CHARS * 10 + 100);
+    const turn2 = blockHashes(turn1 + text('and its next turn ', PROMPT_BLOCK_CHARS * 7));
+    ix.record(blockHashes(turn1)); // 10 full blocks: checkpoints 3 and 7, and block 9
+    assert.equal(ix.matchedBlocks(turn2), 10);
+    assert.equal(ix.atLeast(turn2, 10), 8, 'checkpoint 7 is held');
+    assert.equal(ix.atLeast(turn2, 13), -1, 'checkpoint 11 is not');
+    assert.equal(ix.atLeast(turn2, 3), 0, 'nothing to look at below block 3');
+    assert.equal(ix.matchedBlocks(turn2, 8), 10, 'a search from a known held count');
+    ix.record(turn2, 10);
+    assert.equal(ix.matchedBlocks(turn2), turn2.length);
+  });
+
+  it('forgets the oldest blocks past its capacity and keeps the ones still used', () => {
+    const ix = new PrefixIndex(48); // generations of 32 blocks (16 entries at most)
+    const old = blockHashes(text('old ', PROMPT_BLOCK_CHARS * 20));
+    const kept = blockHashes(text('kept ', PROMPT_BLOCK_CHARS * 10));
+    ix.record(old);
+    ix.record(kept);
+    for (let i = 0; i < 6; i++) {
+      ix.record(blockHashes(text(`filler ${i} `, PROMPT_BLOCK_CHARS * 10)));
+      ix.record(kept); // used again: touched into the current generation
+    }
+    assert.equal(ix.matchedBlocks(old), 0, 'evicted');
+    assert.equal(ix.matchedBlocks(kept), 10, 'kept by use');
+    assert.ok(ix.size <= 2 * ix.generationEntries);
+  });
+
+  it('has a fixed memory size, whatever it is fed', () => {
+    const ix = new PrefixIndex(6250);
+    const before = ix.memoryBytes;
+    // Generations of 4,167 blocks and at most 2,084 entries, tables at most half full.
+    assert.equal(before, 2 * 8192 * 4);
+    for (let i = 0; i < 200; i++) ix.record(blockHashes(text(`prompt ${i} `, PROMPT_BLOCK_CHARS * 50)));
+    assert.equal(ix.memoryBytes, before);
+    assert.ok(ix.size <= 2 * ix.generationEntries);
+  });
+});
