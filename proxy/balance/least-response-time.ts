@@ -25,7 +25,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
 
   constructor(members: readonly PoolMember[], options: BalanceOptions) {
     this.table = new MemberTable(members);
-    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs);
+    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs, options.cacheTokens);
     this.candidate = new Float64Array(this.table.length);
   }
 
@@ -43,7 +43,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
     if (count === 0) return null;
     const expected = this.expected;
     const own = req.promptTokens;
-    expected.prepare(own);
+    expected.prepare(own, req.cost);
 
     const rate = expected.rate;
     const queued = expected.queued;
