@@ -188,7 +188,7 @@ export class CacheAwarePolicy implements BalancePolicy {
         matched = index.matchedBlocks(blocks, held);
         // The node's cache keeps the most recently used blocks that fit beside the in-flight
         // attempts' KV: a prefix last used more blocks ago than that room holds is evicted.
-        if (matched > 0 && index.ageOf(blocks[matched - 1]!) * PROMPT_BLOCK_TOKENS > room) {
+        if (matched > 0 && index.matchedAge * PROMPT_BLOCK_TOKENS > room) {
           matched = 0;
           evicted = true;
         }

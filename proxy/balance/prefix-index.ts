@@ -52,6 +52,13 @@ export class PrefixIndex {
    * ago than the cache has room for is gone, whatever the generations still say.
    */
   private clock = 0;
+  /** Stamp of the entry the last successful `has` found. */
+  private probeStamp = 0;
+  /** Stamp of the checkpoint the last `atLeast` found held, and the blocks it answered. */
+  private heldStamp = 0;
+  private heldBlocks = 0;
+  /** Stamp of the last block the latest `matchedBlocks` found held. */
+  private matchedStamp = 0;
   /** Entries in `current`. */
   private count = 0;
   /** Prompt blocks recorded into `current` (blocks already held there are not counted again). */
@@ -89,7 +96,24 @@ export class PrefixIndex {
   /** True when block hash `h` (never 0) is held. */
   has(h: number): boolean {
     // HOT
-    return find(this.current, this.mask, h) >= 0 || find(this.previous, this.mask, h) >= 0;
+    let t = this.current;
+    let i = find(t, this.mask, h);
+    if (i < 0) {
+      t = this.previous;
+      i = find(t, this.mask, h);
+      if (i < 0) return false;
+    }
+    this.probeStamp = t[i + 1]!;
+    return true;
+  }
+
+  /**
+   * `ageOf` the last block that the latest `matchedBlocks` found held (when it returned more than
+   * 0), without another lookup.
+   */
+  get matchedAge(): number {
+    // HOT
+    return (this.clock - this.matchedStamp) | 0;
   }
 
   /**
@@ -121,7 +145,10 @@ export class PrefixIndex {
     // The last checkpoint at or below block c − 1: held whenever c blocks are.
     const k = c - (c % CHECKPOINT_BLOCKS);
     if (k === 0) return 0;
-    return this.has(hashes[k - 1]!) ? k : -1;
+    if (!this.has(hashes[k - 1]!)) return -1;
+    this.heldStamp = this.probeStamp;
+    this.heldBlocks = k;
+    return k;
   }
 
   /**
@@ -135,21 +162,40 @@ export class PrefixIndex {
     // HOT
     const n = hashes.length;
     if (n === 0) return 0;
-    if (this.has(hashes[n - 1]!)) return n;
+    if (this.has(hashes[n - 1]!)) {
+      this.matchedStamp = this.probeStamp;
+      return n;
+    }
     // Checkpoint j is block j × CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS − 1; search j in [lo, hi).
     let lo = held >= CHECKPOINT_BLOCKS ? ((held / CHECKPOINT_BLOCKS) | 0) - 1 : -1; // held (or none)
     let hi = ((n - 1) / CHECKPOINT_BLOCKS) | 0; // not held (or past the prompt)
+    // The stamp of checkpoint lo: from `atLeast` when it gave `held` (checked below if not found again).
+    let loStamp = this.heldStamp;
+    let loProbed = lo < 0;
     while (hi - lo > 1) {
       const mid = (lo + hi) >>> 1;
-      if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) lo = mid;
-      else hi = mid;
+      if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) {
+        lo = mid;
+        loStamp = this.probeStamp;
+        loProbed = true;
+      } else hi = mid;
     }
-    let base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint
-    if (base > n) base = n;
+    const base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint (< n)
     // A recorded prompt that this one extends ended within the next few blocks: its last block.
     let top = base + CHECKPOINT_BLOCKS - 1;
     if (top > n - 1) top = n - 1;
-    for (let i = top - 1; i >= base; i--) if (this.has(hashes[i]!)) return i + 1;
+    for (let i = top - 1; i >= base; i--) {
+      if (this.has(hashes[i]!)) {
+        this.matchedStamp = this.probeStamp;
+        return i + 1;
+      }
+    }
+    // A `held` that is not what the last `atLeast` answered: the stamp is looked up once.
+    if (!loProbed && held !== this.heldBlocks) {
+      this.has(hashes[base - 1]!);
+      loStamp = this.probeStamp;
+    }
+    this.matchedStamp = loStamp;
     return base;
   }
 

@@ -155,6 +155,19 @@ describe('PrefixIndex', () => {
     assert.equal(ix.ageOf(turn2[11]!), 0);
     ix.record(blockHashes(text('a third ', PROMPT_BLOCK_CHARS * 5)));
     assert.equal(ix.ageOf(turn2[11]!), 5);
+    // What matchedBlocks last found carries the same age, however it was found.
+    const turn3 = blockHashes(
+      text('a conversation ', PROMPT_BLOCK_CHARS * 8) + text('else ', PROMPT_BLOCK_CHARS * 9),
+    );
+    assert.equal(ix.matchedBlocks(turn2), 12);
+    assert.equal(ix.matchedAge, 5);
+    assert.equal(ix.matchedBlocks(turn3), 8, 'turn 1 is a prefix of turn 3');
+    assert.equal(ix.matchedAge, ix.ageOf(turn1[7]!));
+    assert.equal(ix.atLeast(turn3, 8), 8);
+    assert.equal(ix.matchedBlocks(turn3, 8), 8);
+    assert.equal(ix.matchedAge, ix.ageOf(turn1[7]!));
+    assert.equal(ix.matchedBlocks(turn3, 4), 8);
+    assert.equal(ix.matchedAge, ix.ageOf(turn1[7]!));
   });
 
   it('has a fixed memory size, whatever it is fed', () => {
