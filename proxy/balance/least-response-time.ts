@@ -73,7 +73,9 @@ export class LeastResponseTimePolicy implements BalancePolicy {
 
 /**
  * Factory for the `least-response-time` kind. `decayMs` (default 10000) is the half-life of the
- * learned prefill rates' samples (configure the pool with the same `decay_ms` the session uses).
+ * learned prefill rates' samples (configure the pool with the same `decay_ms` the session uses);
+ * `cacheTokens` (default 400000) each node's KV capacity, beyond which in-flight work delays a new
+ * request's admission (`expected-ttft.ts`).
  *
  * @example
  * const policy = createLeastResponseTime(members, { decayMs: 10_000 });
