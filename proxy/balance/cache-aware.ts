@@ -194,8 +194,17 @@ export class CacheAwarePolicy implements BalancePolicy {
         }
       }
       let cached = matched * PROMPT_BLOCK_TOKENS;
-      // The home's prior stands where this instance knows nothing of the conversation there.
-      if (i === home && !evicted && cached < homeCredit) cached = homeCredit;
+      // The home's prior stands where this instance knows nothing of the conversation there, and
+      // only if what its index has forgotten could still be in the room (else a prefix the index
+      // no longer holds, if this instance ever sent it, is surely evicted too).
+      if (
+        i === home &&
+        !evicted &&
+        cached < homeCredit &&
+        this.indexes[i]!.forgottenAge * PROMPT_BLOCK_TOKENS <= room
+      ) {
+        cached = homeCredit;
+      }
       cached *= keep;
       if (cached > room) cached = room > 0 ? room : 0;
       if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;

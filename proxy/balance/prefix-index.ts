@@ -52,6 +52,9 @@ export class PrefixIndex {
    * ago than the cache has room for is gone, whatever the generations still say.
    */
   private clock = 0;
+  /** Whether the index has rotated, and whether a rotation has dropped a generation that held entries. */
+  private rotated = false;
+  private dropped = false;
   /** Stamp of the entry the last successful `has` found. */
   private probeStamp = 0;
   /** Stamp of the checkpoint the last `atLeast` found held, and the blocks it answered. */
@@ -105,6 +108,16 @@ export class PrefixIndex {
     }
     this.probeStamp = t[i + 1]!;
     return true;
+  }
+
+  /**
+   * A lower bound of the age, in blocks, of anything the index has forgotten: 0 while it has
+   * dropped nothing (a block it does not hold was never recorded), else the blocks recorded into
+   * the previous and the current generation since the last drop.
+   */
+  get forgottenAge(): number {
+    // HOT
+    return this.dropped ? this.generationBlocks + this.blocks : 0;
   }
 
   /**
@@ -232,6 +245,8 @@ export class PrefixIndex {
   clear(): void {
     this.current.fill(0);
     this.previous.fill(0);
+    this.rotated = false;
+    this.dropped = false;
     this.count = 0;
     this.blocks = 0;
   }
@@ -258,6 +273,9 @@ export class PrefixIndex {
   /** The oldest generation is evicted; the full one becomes the previous. */
   private rotate(): void {
     const old = this.previous;
+    // The first rotation drops an empty generation; every later one forgets what it held.
+    if (this.rotated) this.dropped = true;
+    this.rotated = true;
     old.fill(0);
     this.previous = this.current;
     this.current = old;

@@ -178,6 +178,25 @@ describe('cache-aware policy', () => {
     assert.notEqual(b.next.affinityOutcome, 'hit');
   });
 
+  it('does not credit the home with a conversation its index has forgotten when the room is smaller than what it forgot', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
+    const turn = (): TestRequest =>
+      chat(words('a late turn of a long conversation ', 40), 'conversation-7', 2000);
+    const first = turn();
+    const home = pick(p, first)!;
+    assert.equal(first.cachedTokens, 2000, 'nothing forgotten yet: the prior stands');
+    // The home's index drops generations (its share of 20,000 tokens is 209 blocks each).
+    const index = p.indexes[ms.findIndex((m) => m.node === home)]!;
+    for (let i = 0; i < 20; i++) index.record(blockHashes(words(`other conversation ${i} `, 40)));
+    assert.ok(index.forgottenAge * PROMPT_BLOCK_TOKENS > 13_000);
+    home.inFlightCost = 5000; // room 20,000 − 5,000 − 2,660 < 13,000
+    const late = chat(words('an unseen turn of another conversation ', 40), 'conversation-7', 2000);
+    pick(p, late);
+    assert.equal(late.cachedTokens, 0, 'the room holds less than the index forgot');
+  });
+
   it('counts the KV a node lacks for the request as queued work and credits it with no cached prefix', () => {
     const ms = fleet.members(1, 1);
     rate(ms);

@@ -170,6 +170,17 @@ describe('PrefixIndex', () => {
     assert.equal(ix.matchedAge, ix.ageOf(turn1[7]!));
   });
 
+  it('bounds the age of what it forgot once it has dropped a generation, and not before', () => {
+    const ix = new PrefixIndex(48); // generations of 32 blocks
+    const prompt = (i: number): Int32Array => blockHashes(text(`prompt ${i} `, PROMPT_BLOCK_CHARS * 8));
+    for (let i = 0; i < 7; i++) ix.record(prompt(i)); // 56 blocks: one rotation, nothing dropped
+    assert.equal(ix.forgottenAge, 0, 'a block it does not hold was never recorded');
+    assert.equal(ix.matchedBlocks(prompt(0)), 8);
+    for (let i = 7; i < 9; i++) ix.record(prompt(i)); // 72 blocks: the first generation dropped
+    assert.equal(ix.matchedBlocks(prompt(0)), 0);
+    assert.equal(ix.forgottenAge, 32 + 8, 'the previous generation and the current one since');
+  });
+
   it('has a fixed memory size, whatever it is fed', () => {
     const ix = new PrefixIndex(6250);
     const before = ix.memoryBytes;
