@@ -136,14 +136,7 @@ export class PrefixIndex {
    */
   ageOf(h: number): number {
     // HOT
-    let t = this.current;
-    let i = find(t, this.mask, h);
-    if (i < 0) {
-      t = this.previous;
-      i = find(t, this.mask, h);
-      if (i < 0) return -1;
-    }
-    return (this.clock - t[i + 1]!) | 0;
+    return this.has(h) ? (this.clock - this.probeStamp) | 0 : -1;
   }
 
   /**
