@@ -185,24 +185,6 @@ interface PortUser {
   path: ConfigPath;
 }
 
-/**
- * TLS is served by the uWebSockets.js engine only (`pipelining: 0`); Sluice's own HTTP/1.1 engine
- * does not terminate TLS yet.
- */
-function checkListenerTls(data: Json, issues: ConfigIssue[]): void {
-  for (const [index, listener] of entries(data['listeners'])) {
-    if (!isRecord(listener) || listener['tls'] === undefined) continue;
-    const pipelining = listener['pipelining'];
-    if (typeof pipelining === 'number' && pipelining > 0) {
-      issues.push({
-        path: ['listeners', index, 'tls'],
-        anchor: 'key',
-        message: `TLS is served only with pipelining: 0 (this listener has pipelining: ${pipelining}); Sluice's own HTTP/1.1 engine does not terminate TLS yet`,
-      });
-    }
-  }
-}
-
 /** Listener ports must differ (0 excepted: each 0 gets its own free port), and differ from admin's. */
 function checkListenerPorts(data: Json, view: SourceView, issues: ConfigIssue[]): PortUser[] {
   const used: PortUser[] = [];
@@ -412,7 +394,6 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkRoutePools(data, issues);
   checkAffinity(data, issues);
   const used = checkListenerPorts(data, view, issues);
-  checkListenerTls(data, issues);
   checkNodes(data, issues);
   checkConnections(data, issues);
   checkRouteMatches(data, issues);

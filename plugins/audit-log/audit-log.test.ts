@@ -1,13 +1,15 @@
 /**
  * audit-log through a real Sluice and a real simulated node: one JSON line per request with its
  * facts (tenant, route, pool, node, model, status, tokens, latency, the rejection reason), never the
- * API key nor a body unless bodies are kept, and the file rotated by size.
+ * API key nor a body unless bodies are kept, a stream read by the official OpenAI SDK with the token
+ * count its client was told, and the file rotated by size.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import OpenAI from 'openai';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import {
   chatRequest,
@@ -98,6 +100,32 @@ tenants:
     assert.equal(a['error'], null);
     assert.equal(b['status'], 401);
     assert.equal(b['error'], 'invalid_api_key');
+  });
+
+  it('records a stream an OpenAI SDK client read with the token count the client was told', async () => {
+    const client = new OpenAI({ baseURL: `${t!.url}/v1`, apiKey: 'sk-audit-secret-key', maxRetries: 0 });
+    const { data: stream, response } = await client.chat.completions
+      .create({
+        model: 'm',
+        messages: [{ role: 'user', content: 'count to five' }],
+        max_tokens: 12,
+        stream: true,
+        stream_options: { include_usage: true },
+      })
+      .withResponse();
+    let total: number | null = null;
+    for await (const chunk of stream) if (chunk.usage) total = chunk.usage.total_tokens;
+    assert.ok(total !== null && total > 0, 'the client got a usage chunk');
+    const id = response.headers.get('x-request-id');
+    await waitFor(
+      async () => (await lines('audit.log')).some((l) => l['request_id'] === id),
+      3000,
+      'the stream audit line',
+    );
+    const line = (await lines('audit.log')).find((l) => l['request_id'] === id)!;
+    assert.equal(line['status'], 200);
+    assert.equal(line['tenant'], 'acme');
+    assert.equal(line['total_tokens'], total);
   });
 
   it('keeps bodies only where configured', async () => {

@@ -1,12 +1,14 @@
 /**
  * header-rules through a real Sluice: request headers set (with the tenant, the request id and an
  * environment value), removed and renamed on the way to the node (seen by a real HTTP upstream that
- * echoes what it received), response headers set, removed and renamed on the way back.
+ * echoes what it received), response headers set, removed and renamed on the way back, by plain
+ * HTTP and by the official OpenAI SDK.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
 import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../../test/helpers/sluice.js';
 
 function config(node: string): string {
@@ -89,5 +91,19 @@ describe('header-rules', { timeout: 30_000 }, () => {
     assert.equal(r.headers.get('x-internal'), null);
     assert.equal(r.headers.get('x-node-name'), null);
     assert.equal(r.headers.get('x-backend'), 'n1');
+  });
+
+  it('gives an OpenAI SDK client the rewritten response headers and the node the tenant it resolved', async () => {
+    const client = new OpenAI({ baseURL: `${t!.url}/v1`, apiKey: 'sk-acme-headers', maxRetries: 0 });
+    const { data, response } = await client.chat.completions
+      .create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
+    // The node echoes the headers it received as the JSON body.
+    const seen = data as unknown as Record<string, string>;
+    assert.equal(seen['x-tenant-name'], 'acme');
+    assert.equal(seen['x-trace'], `req-${response.headers.get('x-request-id')}`);
+    assert.equal(response.headers.get('x-served-by'), 'sluice/chat');
+    assert.equal(response.headers.get('x-backend'), 'n1');
+    assert.equal(response.headers.get('x-internal'), null);
   });
 });

@@ -101,8 +101,6 @@ export class AdmissionController {
   private readonly logger: Logger | null;
   private readonly queue = new PriorityQueue();
   private readonly queuedEntries = new Map<AdmissionTicket, QueueEntry>();
-  /** Admitted tickets → admission time (ms). */
-  private readonly admitted = new Map<AdmissionTicket, number>();
   private readonly heap = new DeadlineHeap();
   private timer: NodeJS.Timeout | null = null;
   /** Expiry the armed timer is for, ms. */
@@ -179,7 +177,8 @@ export class AdmissionController {
     const u = this.reservePerNode > 0 ? this.touch(t, now) : null;
     if (this.inFlight < this.effectiveLimit && this.mayTakeNow(t, now)) {
       this.inFlight++;
-      this.admitted.set(t, now);
+      t.slotSinceMs = now;
+      t.slotOwner = this;
       if (u !== null) u.inFlight++;
       this.counters.admittedImmediately++;
       return 'admitted';
@@ -207,9 +206,10 @@ export class AdmissionController {
    */
   release(t: AdmissionTicket, latencyMs?: number): boolean {
     // HOT
-    const admittedAt = this.admitted.get(t);
-    if (admittedAt === undefined) return false;
-    this.admitted.delete(t);
+    if (t.slotOwner !== this) return false;
+    const admittedAt = t.slotSinceMs;
+    t.slotOwner = null;
+    t.slotSinceMs = -1;
     const inFlightBefore = this.inFlight;
     this.inFlight--;
     const now = this.clock();
@@ -344,7 +344,8 @@ export class AdmissionController {
           continue;
         }
         this.inFlight++;
-        this.admitted.set(e.ticket, now);
+        e.ticket.slotSinceMs = now;
+        e.ticket.slotOwner = this;
         if (this.reservePerNode > 0) this.touch(e.ticket, now).inFlight++;
         this.counters.admittedFromQueue++;
         try {

@@ -23,6 +23,15 @@ export interface AdmissionTicket {
    * ticket occupies one in-flight slot whatever its cost.
    */
   readonly cost: number;
+  /**
+   * Kept by the controller while the ticket holds one of its slots: when the slot was granted
+   * (monotonic ms; -1 when none is held) and by which controller (null when none). They live on
+   * the ticket rather than in a Map of the controller: a Map entry, even deleted, kept request
+   * objects alive long enough to be promoted to the old generation, which doubled the bytes
+   * promoted per request. Start at -1 and null.
+   */
+  slotSinceMs: number;
+  slotOwner: object | null;
   /** A queued ticket got a slot: dispatch now. Not called when `offer` itself returned `admitted`. */
   onAdmitted(): void;
   /** A queued ticket was dropped (deadline, queue wait, eviction, shutdown). Not called for `offer`'s own rejections. */

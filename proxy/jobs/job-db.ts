@@ -4,7 +4,8 @@
  * the store that runs them.
  */
 
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { sqlitePackage } from '../runtime/optional-modules.js';
 
 /** A better-sqlite3 connection as the job stores use it. */
 export type JobDb = Database.Database;
@@ -121,7 +122,8 @@ ALTER TABLE job_batches ADD COLUMN owner TEXT NOT NULL DEFAULT '';
  * const db = openJobDb('/var/lib/sluice/jobs.db');
  */
 export function openJobDb(path: string, opts: JobDbOptions = {}): JobDb {
-  const db = new Database(path);
+  const Sqlite = sqlitePackage();
+  const db = new Sqlite(path);
   try {
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${opts.durability === 'normal' ? 'NORMAL' : 'FULL'}`);

@@ -5,7 +5,7 @@
  * default also runs.
  */
 
-import { createClient } from 'redis';
+import { redisPackage } from '../runtime/optional-modules.js';
 
 /** How to open a job-store client. */
 export interface RedisClientOptions {
@@ -24,7 +24,7 @@ export interface RedisClientOptions {
 }
 
 function newClient(opts: RedisClientOptions) {
-  return createClient({
+  return redisPackage().createClient({
     url: opts.url,
     // A call while disconnected fails at once (503) instead of waiting for the reconnect.
     disableOfflineQueue: true,

@@ -28,6 +28,8 @@ export class AdmissionGate implements AdmissionTicket {
   readonly offeredAtMs: number;
   /** When the slot was granted, monotonic ms (for the controller's service-time average); -1 before. */
   admittedAtMs = -1;
+  slotSinceMs = -1;
+  slotOwner: object | null = null;
   private state = WAITING;
 
   constructor(

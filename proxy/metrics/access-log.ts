@@ -5,7 +5,8 @@
  * logs keys, bodies or query strings. Successful requests can be sampled; failures are always
  * written when their level is enabled.
  */
-import { pino, destination, stdTimeFunctions, type Logger } from 'pino';
+import type { Logger, destination } from 'pino';
+import { pinoPackage } from '../runtime/optional-modules.js';
 import type { ObservedRequest, RequestRecord } from './request-record.js';
 
 /** Access-log settings (`access_log` in the config). */
@@ -49,6 +50,7 @@ export class AccessLog {
   constructor(options: AccessLogOptions) {
     const d = options.destination;
     this.ownsFile = d !== 'stdout' && d !== 'stderr';
+    const { pino, destination, stdTimeFunctions } = pinoPackage();
     this.dest = destination({
       dest: d === 'stdout' ? 1 : d === 'stderr' ? 2 : d,
       sync: false,

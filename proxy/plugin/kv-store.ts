@@ -4,7 +4,7 @@
  * across reloads, so an instance that keeps its name after a reload finds its keys again. Never on
  * the request path unless a plugin calls it.
  */
-import { createClient } from 'redis';
+import { redisPackage } from '../runtime/optional-modules.js';
 import type { KeyValueStore } from '../../plugins/api.js';
 import type { Logger } from '../runtime/logger.js';
 
@@ -118,7 +118,7 @@ export class RedisKv implements KvBackend {
     this.prefix = o.keyPrefix;
     this.timeoutMs = o.timeoutMs;
     this.log = o.logger;
-    this.client = createClient({
+    this.client = redisPackage().createClient({
       url: o.url,
       disableOfflineQueue: true,
       socket: {

@@ -11,7 +11,8 @@
  * sends the caller's wall clock instead (for tests with a manual clock, or Redis setups where
  * `TIME` is unwanted); then the overshoot bound in docs/tenants.md grows by rate × clock skew.
  */
-import { createClient } from 'redis';
+import type { createClient } from 'redis';
+import { redisPackage } from '../runtime/optional-modules.js';
 import { nowMs } from '../lifecycle/clock.js';
 import type { Logger } from '../runtime/logger.js';
 import { BUCKET_SCRIPT, BucketOp, decodeBatch, encodeBatch } from './redis-bucket-script.js';
@@ -88,7 +89,7 @@ export class RedisStore implements RateLimitStore {
     this.maxBatch = options.maxBatch ?? 256;
     this.flushPending = () => this.flush();
     const maxDelay = options.reconnectMaxDelayMs ?? 1000;
-    this.client = createClient({
+    this.client = redisPackage().createClient({
       url: options.url,
       // Commands sent while disconnected fail at once instead of waiting for the reconnect.
       disableOfflineQueue: true,

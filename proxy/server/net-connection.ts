@@ -38,6 +38,10 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   private readonly host: SessionHost;
   private readonly parser: Http1Parser;
   private readonly remote: string;
+  /** `https` on a TLS listener (`x-forwarded-proto`), else `http`. */
+  private readonly proto: string;
+  /** The listener's certificate generation this connection was accepted with (TLS only). */
+  readonly tlsGeneration: number;
   /** Bytes queued by exchanges that are not first in line. */
   private queuedBytes = 0;
   /** The exchange whose body the parser is reading, or null. */
@@ -55,8 +59,12 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     intake: RequestIntake,
     host: SessionHost,
     onClosed: (c: NetConnection) => void,
+    proto = 'http',
+    tlsGeneration = 0,
   ) {
     this.socket = socket;
+    this.proto = proto;
+    this.tlsGeneration = tlsGeneration;
     this.rt = rt;
     this.intake = intake;
     this.host = host;
@@ -107,7 +115,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   onHead(): number {
     // HOT
     this.headDeadline = 0;
-    const head = endHead(this.remote);
+    const head = endHead(this.remote, this.proto);
     const ex = new NetExchange(this, head.http10, head.closeAfter);
     this.queue.push(ex);
     // A refused request's reply closes the connection; its body is never parsed.

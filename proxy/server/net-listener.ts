@@ -1,14 +1,17 @@
 /**
- * A listener on Sluice's own HTTP/1.1 engine (`listeners[].pipelining` > 0): a `node:net` server
- * whose connections (`net-connection.ts`) parse strictly and serve pipelined requests in order. It
- * owns the connection cap and one sweep timer that checks every connection's deadlines (head,
- * body, write), so no timer exists per request.
+ * A listener on Sluice's own HTTP/1.1 engine (`listeners[].pipelining` > 0): a `node:net` server,
+ * or a `node:tls` one when the listener has a certificate (ALPN: `http/1.1` only), whose
+ * connections (`net-connection.ts`) parse strictly and serve pipelined requests in order. It owns
+ * the connection cap and one sweep timer that checks every connection's deadlines (head, body,
+ * write), so no timer exists per request.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { createSecureContext, createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import type { SessionHost } from '../lifecycle/session.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { NetConnection } from './net-connection.js';
 import type { ListenerRuntime, RequestIntake } from './request-intake.js';
+import { nodeTlsOptions, type SwappableTls, type TlsMaterial } from './tls-material.js';
 
 /** Shortest and longest interval of the deadline sweep, ms. */
 const MIN_SWEEP_MS = 20;
@@ -21,20 +24,37 @@ export class NetListener {
   private readonly server: Server;
   private readonly connections = new Set<NetConnection>();
   private sweepTimer: NodeJS.Timeout | null = null;
+  /** The certificate side of a TLS listener, else null. */
+  readonly tls: NetTls | null;
   private readonly forget = (c: NetConnection): void => {
     this.connections.delete(c);
     this.rt.stats.connections--;
   };
 
-  constructor(rt: ListenerRuntime, intake: RequestIntake, host: SessionHost) {
+  constructor(
+    rt: ListenerRuntime,
+    intake: RequestIntake,
+    host: SessionHost,
+    material: TlsMaterial | null = null,
+  ) {
     this.rt = rt;
     this.intake = intake;
     this.host = host;
     // Half-open: a client may send its requests and FIN; the answers still go out.
-    this.server = createServer(
-      { allowHalfOpen: true, highWaterMark: rt.config.write_buffer_bytes, noDelay: true },
-      (socket) => this.onConnection(socket),
-    );
+    const options = { allowHalfOpen: true, highWaterMark: rt.config.write_buffer_bytes, noDelay: true };
+    if (material === null) {
+      this.tls = null;
+      this.server = createServer(options, (socket) => this.onConnection(socket));
+    } else {
+      // A handshake gets the time a request head gets; one that fails closes its socket.
+      const server = createTlsServer(
+        { ...options, ...nodeTlsOptions(material), handshakeTimeout: rt.config.header_timeout_ms },
+        (socket) => this.onConnection(socket),
+      );
+      server.on('tlsClientError', (_err, socket) => socket.destroy());
+      this.tls = new NetTls(material, server, this.connections);
+      this.server = server;
+    }
   }
 
   /** Binds the configured address and port; resolves to the bound port. */
@@ -69,7 +89,12 @@ export class NetListener {
       return;
     }
     st.connections++;
-    this.connections.add(new NetConnection(socket, this.rt, this.intake, this.host, this.forget));
+    const tls = this.tls;
+    this.connections.add(
+      tls === null
+        ? new NetConnection(socket, this.rt, this.intake, this.host, this.forget)
+        : new NetConnection(socket, this.rt, this.intake, this.host, this.forget, 'https', tls.generation),
+    );
   }
 
   /** Stops accepting; idle connections close now, busy ones once their requests are answered. */
@@ -84,6 +109,60 @@ export class NetListener {
     this.sweepTimer = null;
     this.server.close();
     for (const c of [...this.connections]) c.socket.destroy();
+  }
+}
+
+/** A prepared certificate of a TLS listener on this engine. */
+interface PreparedNetTls {
+  material: TlsMaterial;
+  options: ReturnType<typeof nodeTlsOptions>;
+}
+
+/**
+ * The certificate of a TLS listener on this engine. A swap gives the server a new secure context:
+ * new handshakes use it, open connections keep the one they were accepted with.
+ */
+export class NetTls implements SwappableTls {
+  material: TlsMaterial;
+  swaps = 0;
+  /** Increases with each swap; a connection records the one it was accepted under. */
+  generation = 0;
+  private readonly server: TlsServer;
+  private readonly connections: ReadonlySet<NetConnection>;
+
+  constructor(material: TlsMaterial, server: TlsServer, connections: ReadonlySet<NetConnection>) {
+    this.material = material;
+    this.server = server;
+    this.connections = connections;
+  }
+
+  get retiredConnections(): number {
+    let n = 0;
+    for (const c of this.connections) if (c.tlsGeneration < this.generation) n++;
+    return n;
+  }
+
+  prepare(material: TlsMaterial): PreparedNetTls {
+    const options = nodeTlsOptions(material);
+    // Throws here, before anything changes, when OpenSSL cannot use the pair.
+    createSecureContext(options);
+    return { material, options };
+  }
+
+  commit(prepared: object): void {
+    const p = prepared as PreparedNetTls;
+    this.server.setSecureContext(p.options);
+    this.material = p.material;
+    this.generation++;
+    this.swaps++;
+  }
+
+  discard(_prepared: object): void {
+    // Nothing is held by a prepared secure context.
+  }
+
+  close(): void {
+    // The listener closes the server and its connections.
   }
 }
 

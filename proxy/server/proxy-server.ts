@@ -24,9 +24,9 @@ import type { LoadShedder } from './load-shedder.js';
 import { NetListener } from './net-listener.js';
 import { captureHead } from './request-head.js';
 import { ListenerRuntime, RequestIntake } from './request-intake.js';
-import type { TlsMaterial } from './tls-material.js';
+import type { SwappableTls, TlsMaterial } from './tls-material.js';
 import { UwsDownstream } from './uws-downstream.js';
-import { UwsTlsApps, type PreparedSwap } from './uws-tls-apps.js';
+import { UwsTlsApps } from './uws-tls-apps.js';
 
 /** A bound listener. */
 export interface BoundListener {
@@ -49,8 +49,8 @@ interface ListenerView {
 interface ListenerState extends ListenerView {
   /** The uWS app (`pipelining: 0`; a TLS listener's acceptor), or null. */
   app: TemplatedApp | null;
-  /** The TLS child apps of an HTTPS uWS listener, else null. */
-  tls: UwsTlsApps | null;
+  /** The certificate side of an HTTPS listener (uWS child apps, or the own engine's context), else null. */
+  tls: SwappableTls | null;
   /** Sluice's own HTTP/1.1 server (`pipelining` > 0), or null. */
   net: NetListener | null;
   socket: us_listen_socket | null;
@@ -88,9 +88,10 @@ export class ProxyServer implements SessionHost {
     for (const config of configs) {
       const rt = new ListenerRuntime(config, this.stats.listener(config.name), this, this.listeners.length);
       if (config.pipelining > 0) {
-        const net = new NetListener(rt, this.intake, this);
+        const net = new NetListener(rt, this.intake, this, tls.get(config.name) ?? null);
         const port = await net.listen();
-        this.listeners.push({ rt, proto: 'http', app: null, tls: null, net, socket: null, port });
+        const proto = net.tls === null ? 'http' : 'https';
+        this.listeners.push({ rt, proto, app: null, tls: net.tls, net, socket: null, port });
         continue;
       }
       const material = tls.get(config.name);
@@ -200,7 +201,7 @@ export class ProxyServer implements SessionHost {
    * open connections keep theirs. All or none: throws, changing nothing, when uWS cannot load one.
    */
   swapCertificates(materials: ReadonlyMap<string, TlsMaterial>): void {
-    const prepared: [UwsTlsApps, PreparedSwap][] = [];
+    const prepared: [SwappableTls, object][] = [];
     try {
       for (const [name, m] of materials) {
         const apps = this.listeners.find((x) => x.rt.config.name === name)?.tls ?? null;
@@ -215,8 +216,8 @@ export class ProxyServer implements SessionHost {
   }
 
   /** The TLS state of each HTTPS listener, for metrics. */
-  tlsListeners(): { name: string; apps: UwsTlsApps }[] {
-    const out: { name: string; apps: UwsTlsApps }[] = [];
+  tlsListeners(): { name: string; apps: SwappableTls }[] {
+    const out: { name: string; apps: SwappableTls }[] = [];
     for (const l of this.listeners) if (l.tls !== null) out.push({ name: l.rt.config.name, apps: l.tls });
     return out;
   }

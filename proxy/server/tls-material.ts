@@ -84,6 +84,28 @@ export async function loadTlsMaterial(
 }
 
 /**
+ * The TLS side of a listener on either engine, for certificate swaps and metrics. A swap is split
+ * in two (`prepare` checks and readies the new certificate, `commit` serves it to new connections)
+ * so that a reload touching several listeners swaps all of them or none.
+ */
+export interface SwappableTls {
+  /** The certificate new connections get. */
+  readonly material: TlsMaterial;
+  /** Certificate swaps since start. */
+  readonly swaps: number;
+  /** Open connections accepted with an older certificate. */
+  readonly retiredConnections: number;
+  /** Readies `material` without serving it; throws, changing nothing, when it cannot be used. */
+  prepare(material: TlsMaterial): object;
+  /** Serves new connections with a prepared certificate; open connections keep theirs. */
+  commit(prepared: object): void;
+  /** Drops a prepared certificate that will not be used. */
+  discard(prepared: object): void;
+  /** Releases what the TLS side holds of its own (the listener closes the sockets). */
+  close(): void;
+}
+
+/**
  * Options for a `node:tls` server (an engine on `node:net`): the checked certificate and key, and
  * ALPN limited to HTTP/1.1. The same object shape feeds `server.setSecureContext` for a swap.
  */

@@ -16,7 +16,7 @@
  */
 import { SSLApp, type HttpResponse, type TemplatedApp } from 'uWebSockets.js';
 import { nowMs } from '../lifecycle/clock.js';
-import type { TlsMaterial } from './tls-material.js';
+import type { SwappableTls, TlsMaterial } from './tls-material.js';
 
 /**
  * uWS's acceptor/child API, present in the native module but not in its typings: an app's
@@ -51,7 +51,7 @@ export interface PreparedSwap {
   readonly child: Child;
 }
 
-export class UwsTlsApps {
+export class UwsTlsApps implements SwappableTls {
   /** The app that listens; it only accepts and hands sockets on (its certificate is never used). */
   readonly acceptor: TemplatedApp;
   /** The current certificate. */

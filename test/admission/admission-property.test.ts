@@ -22,6 +22,8 @@ class ModelTicket {
   readonly priority: number;
   readonly deadlineMs: number;
   readonly cost = 1;
+  slotSinceMs = -1;
+  slotOwner: object | null = null;
   expiresMs = Infinity;
   reason: AdmissionRejectReason | null = null;
   readonly world: World;

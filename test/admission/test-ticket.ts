@@ -16,6 +16,8 @@ export class TestTicket implements AdmissionTicket {
   readonly deadlineMs: number;
   readonly weight: number;
   readonly cost: number;
+  slotSinceMs = -1;
+  slotOwner: object | null = null;
   admittedCalls = 0;
   rejections: AdmissionRejection[] = [];
   log: string[] | null;

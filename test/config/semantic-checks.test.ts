@@ -96,8 +96,8 @@ void describe('ports', () => {
     assert.equal(errors[0]!.message, 'port 8080 is already used by listener "a" (listeners[0])');
   });
 
-  void it('rejects TLS on a listener served by the own HTTP/1.1 engine, at its tls key', () => {
-    const errors = errorsOf(
+  void it('accepts TLS on listeners of both engines', () => {
+    const config = configOf(
       yamlLines(
         ...BASE_LINES,
         'listeners:',
@@ -105,10 +105,12 @@ void describe('ports', () => {
         '  - {name: b, port: 0, pipelining: 4, tls: {cert_file: b.crt, key_file: b.key}}',
       ),
     );
-    assert.deepEqual(placesOf(errors), ['10:39 listeners[1].tls']);
-    assert.match(
-      errors[0]!.message,
-      /^TLS is served only with pipelining: 0 \(this listener has pipelining: 4\)/,
+    assert.deepEqual(
+      config.listeners.map((l) => [l.name, l.pipelining, l.tls?.cert_file]),
+      [
+        ['a', 0, 'a.crt'],
+        ['b', 4, 'b.crt'],
+      ],
     );
   });
 

@@ -60,6 +60,11 @@ class TlsClient {
     this.socket.write(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
     );
+    return this.readAnswer();
+  }
+
+  /** Reads the next sized answer on the connection. */
+  async readAnswer(): Promise<{ status: number; body: string }> {
     const deadline = Date.now() + 5000;
     for (;;) {
       const end = this.buf.indexOf('\r\n\r\n');
@@ -86,11 +91,12 @@ class TlsClient {
   }
 }
 
-function tlsConfig(node: string, extra = ''): string {
+function tlsConfig(node: string, pipelining = 0): string {
   return `listeners:
   - name: public
     address: 127.0.0.1
     port: 0
+    pipelining: ${pipelining}
     tls: { cert_file: tls.crt, key_file: tls.key }
 admin:
   address: 127.0.0.1
@@ -105,7 +111,7 @@ routes:
   - name: all
     match: {}
     pool: gpu
-${extra}`;
+`;
 }
 
 async function metric(t: TestSluice, series: string): Promise<number> {
@@ -114,7 +120,13 @@ async function metric(t: TestSluice, series: string): Promise<number> {
   return line === undefined ? NaN : Number(line.slice(series.length + 1));
 }
 
-describe('TLS listeners', { timeout: 60_000 }, () => {
+/** The two downstream engines: uWS (`pipelining: 0`) and Sluice's own (`pipelining` > 0). */
+const ENGINES = [
+  { name: 'uWS', pipelining: 0, alpn: false as const },
+  { name: 'own engine', pipelining: 16, alpn: 'http/1.1' },
+];
+
+describe('TLS listeners', { timeout: 90_000 }, () => {
   let node: BrokenNode | null = null;
   let certs = '';
   let a: SelfSigned;
@@ -133,8 +145,15 @@ describe('TLS listeners', { timeout: 60_000 }, () => {
   });
 
   /** Starts Sluice with cert `c` installed as tls.crt / tls.key beside its config. */
-  async function start(c: SelfSigned, watch = false): Promise<{ t: TestSluice; port: number; dir: string }> {
-    const t = await startTestSluice(tlsConfig(node!.url), { watch, before: (dir) => install(dir, c) });
+  async function start(
+    c: SelfSigned,
+    watch = false,
+    pipelining = 0,
+  ): Promise<{ t: TestSluice; port: number; dir: string }> {
+    const t = await startTestSluice(tlsConfig(node!.url, pipelining), {
+      watch,
+      before: (dir) => install(dir, c),
+    });
     const dir = t.configPath.slice(0, t.configPath.lastIndexOf('/'));
     return { t, port: t.sluice.listeners[0]!.port, dir };
   }
@@ -147,89 +166,117 @@ describe('TLS listeners', { timeout: 60_000 }, () => {
     await rename(join(dir, 'tls.crt.new'), join(dir, 'tls.crt'));
   }
 
-  it('serves HTTP/1.1 over TLS and tells the node the client used https', async () => {
-    const { t, port } = await start(a);
-    try {
-      // uWS answers no ALPN (a documented deviation): a client offering h2 falls back to HTTP/1.1.
-      const c = await TlsClient.open(port, ['h2', 'http/1.1']);
+  for (const engine of ENGINES) {
+    it(`${engine.name}: serves HTTP/1.1 over TLS and tells the node the client used https`, async () => {
+      const { t, port } = await start(a, false, engine.pipelining);
       try {
-        assert.equal(c.socket.alpnProtocol, false);
+        // uWS answers no ALPN (a documented deviation): a client offering h2 falls back to HTTP/1.1.
+        // The own engine selects http/1.1 by ALPN.
+        const c = await TlsClient.open(port, ['h2', 'http/1.1']);
+        try {
+          assert.equal(c.socket.alpnProtocol, engine.alpn);
+          assert.equal(c.commonName, 'cert-a');
+          const r = await c.chat();
+          assert.equal(r.status, 200);
+          assert.equal(r.body, OK_JSON);
+          assert.equal(node!.requests.at(-1)!.headers.get('x-forwarded-proto'), 'https');
+          assert.equal((await c.chat()).status, 200, 'the connection is kept alive');
+        } finally {
+          c.close();
+        }
+      } finally {
+        await t.close();
+      }
+    });
+
+    it(`${engine.name}: swaps the certificate on reload for new connections while open connections keep working`, async () => {
+      const { t, port, dir } = await start(a, false, engine.pipelining);
+      try {
+        const old = await TlsClient.open(port);
+        assert.equal((await old.chat()).status, 200);
+        await install(dir, b);
+        const res = await fetch(`${t.adminUrl}/admin/reload`, { method: 'POST' });
+        const body = (await res.json()) as { result: string; certificates: string[] };
+        assert.equal(res.status, 200);
+        assert.deepEqual([body.result, body.certificates], ['unchanged', ['public']]);
+        const fresh = await TlsClient.open(port);
+        assert.equal(fresh.commonName, 'cert-b', 'a new connection gets the new certificate');
+        assert.equal((await fresh.chat()).status, 200);
+        assert.equal((await old.chat()).status, 200, 'the open connection still works');
+        assert.equal(old.commonName, 'cert-a');
+        assert.equal(await metric(t, 'sluice_tls_certificate_swaps_total{listener="public"}'), 1);
+        assert.equal(await metric(t, 'sluice_tls_retired_connections{listener="public"}'), 1);
+        old.close();
+        await waitFor(
+          async () => (await metric(t, 'sluice_tls_retired_connections{listener="public"}')) === 0,
+          5000,
+          'the old certificate to be dropped',
+        );
+        fresh.close();
+      } finally {
+        await t.close();
+      }
+    });
+
+    it(`${engine.name}: swaps the certificate when its files are replaced (file watch)`, async () => {
+      const { t, port, dir } = await start(a, true, engine.pipelining);
+      try {
+        await install(dir, b);
+        await waitFor(
+          async () => (await metric(t, 'sluice_tls_certificate_swaps_total{listener="public"}')) === 1,
+          5000,
+          'the swap',
+        );
+        const c = await TlsClient.open(port);
+        assert.equal(c.commonName, 'cert-b');
+        assert.equal((await c.chat()).status, 200);
+        c.close();
+      } finally {
+        await t.close();
+      }
+    });
+
+    it(`${engine.name}: rejects a reload whose key does not match its certificate and keeps the one it serves`, async () => {
+      const { t, port, dir } = await start(a, false, engine.pipelining);
+      try {
+        await install(dir, b, a);
+        const res = await fetch(`${t.adminUrl}/admin/reload`, { method: 'POST' });
+        assert.equal(res.status, 422);
+        const body = (await res.json()) as { errors: string[] };
+        assert.match(
+          body.errors[0]!,
+          /listeners\[0\]\.tls: .*tls\.key is not the private key of the certificate/,
+        );
+        const c = await TlsClient.open(port);
         assert.equal(c.commonName, 'cert-a');
-        const r = await c.chat();
-        assert.equal(r.status, 200);
-        assert.equal(r.body, OK_JSON);
-        assert.equal(node!.requests.at(-1)!.headers.get('x-forwarded-proto'), 'https');
-        assert.equal((await c.chat()).status, 200, 'the connection is kept alive');
+        assert.equal((await c.chat()).status, 200);
+        c.close();
+      } finally {
+        await t.close();
+      }
+    });
+  }
+
+  it('own engine: serves requests pipelined over TLS in order, and refuses a client that speaks only h2', async () => {
+    const { t, port } = await start(a, false, 16);
+    try {
+      const c = await TlsClient.open(port);
+      try {
+        const body = '{"model":"m","messages":[]}';
+        const one = `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+        const before = node!.requests.length;
+        c.socket.write(one + one + one);
+        for (let i = 0; i < 3; i++) {
+          const r = await c.readAnswer();
+          assert.equal(r.status, 200);
+          assert.equal(r.body, OK_JSON);
+        }
+        assert.equal(node!.requests.length - before, 3);
       } finally {
         c.close();
       }
-    } finally {
-      await t.close();
-    }
-  });
-
-  it('swaps the certificate on reload for new connections while open connections keep working', async () => {
-    const { t, port, dir } = await start(a);
-    try {
-      const old = await TlsClient.open(port);
-      assert.equal((await old.chat()).status, 200);
-      await install(dir, b);
-      const res = await fetch(`${t.adminUrl}/admin/reload`, { method: 'POST' });
-      const body = (await res.json()) as { result: string; certificates: string[] };
-      assert.equal(res.status, 200);
-      assert.deepEqual([body.result, body.certificates], ['unchanged', ['public']]);
-      const fresh = await TlsClient.open(port);
-      assert.equal(fresh.commonName, 'cert-b', 'a new connection gets the new certificate');
-      assert.equal((await fresh.chat()).status, 200);
-      assert.equal((await old.chat()).status, 200, 'the open connection still works');
-      assert.equal(old.commonName, 'cert-a');
-      assert.equal(await metric(t, 'sluice_tls_certificate_swaps_total{listener="public"}'), 1);
-      assert.equal(await metric(t, 'sluice_tls_retired_connections{listener="public"}'), 1);
-      old.close();
-      await waitFor(
-        async () => (await metric(t, 'sluice_tls_retired_connections{listener="public"}')) === 0,
-        5000,
-        'the old certificate to be dropped',
-      );
-      fresh.close();
-    } finally {
-      await t.close();
-    }
-  });
-
-  it('swaps the certificate when its files are replaced (file watch)', async () => {
-    const { t, port, dir } = await start(a, true);
-    try {
-      await install(dir, b);
-      await waitFor(
-        async () => (await metric(t, 'sluice_tls_certificate_swaps_total{listener="public"}')) === 1,
-        5000,
-        'the swap',
-      );
-      const c = await TlsClient.open(port);
-      assert.equal(c.commonName, 'cert-b');
-      assert.equal((await c.chat()).status, 200);
-      c.close();
-    } finally {
-      await t.close();
-    }
-  });
-
-  it('rejects a reload whose key does not match its certificate and keeps the one it serves', async () => {
-    const { t, port, dir } = await start(a);
-    try {
-      await install(dir, b, a);
-      const res = await fetch(`${t.adminUrl}/admin/reload`, { method: 'POST' });
-      assert.equal(res.status, 422);
-      const body = (await res.json()) as { errors: string[] };
-      assert.match(
-        body.errors[0]!,
-        /listeners\[0\]\.tls: .*tls\.key is not the private key of the certificate/,
-      );
-      const c = await TlsClient.open(port);
-      assert.equal(c.commonName, 'cert-a');
-      assert.equal((await c.chat()).status, 200);
-      c.close();
+      // RFC 7301 §3.2: no protocol in common ends the handshake with no_application_protocol.
+      await assert.rejects(TlsClient.open(port, ['h2']), /no application protocol|alert number 120/i);
     } finally {
       await t.close();
     }

@@ -1,0 +1,33 @@
+/**
+ * Packages that only some configurations use, loaded the first time one of them is needed rather
+ * when the process starts: the `redis` client (rate limits, plugin store or batch jobs on Redis),
+ * `better-sqlite3` (the batch API's job file) and `pino` (the access log). Imported at startup they
+ * cost about 35 MiB of resident memory (`redis` alone about 20 MiB) in every process, used or not
+ * (`npm run bench:idle` prints the baseline). All three are CommonJS packages, so they load
+ * synchronously, while a config is being applied, never on the request path.
+ */
+import { createRequire } from 'node:module';
+import type * as Redis from 'redis';
+import type BetterSqlite3 from 'better-sqlite3';
+import type * as Pino from 'pino';
+
+const load = createRequire(import.meta.url);
+
+let redis: typeof Redis | null = null;
+let sqlite: typeof BetterSqlite3 | null = null;
+let pino: typeof Pino | null = null;
+
+/** The `redis` package. */
+export function redisPackage(): typeof Redis {
+  return (redis ??= load('redis') as typeof Redis);
+}
+
+/** The `better-sqlite3` package (its `Database` class). */
+export function sqlitePackage(): typeof BetterSqlite3 {
+  return (sqlite ??= load('better-sqlite3') as typeof BetterSqlite3);
+}
+
+/** The `pino` package. */
+export function pinoPackage(): typeof Pino {
+  return (pino ??= load('pino') as typeof Pino);
+}
