@@ -135,7 +135,7 @@ export interface BalanceConfig {
   points_per_weight?: number;
   /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. Default 10000. */
   decay_ms?: number;
-  /** cache-aware: prefix-cache capacity assumed per node, tokens. Default 400000. */
+  /** cache-aware, least-response-time: KV-cache capacity assumed per node, tokens. Default 400000. */
   cache_tokens?: number;
   /** cache-aware: bound of the pool's prefix indexes together, MiB. Default 64. */
   index_max_mb?: number;

@@ -99,7 +99,7 @@ export interface BalanceOptions {
   pointsPerWeight?: number;
   /** least-response-time, cache-aware: half-life of the learned prefill rates' samples, ms. */
   decayMs?: number;
-  /** cache-aware: prefix-cache capacity assumed per node, tokens. */
+  /** cache-aware, least-response-time: KV-cache capacity assumed per node (prefix cache and in-flight KV), tokens. */
   cacheTokens?: number;
   /** cache-aware: bound of the pool's prefix indexes together, bytes. */
   indexMaxBytes?: number;

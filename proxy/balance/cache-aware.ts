@@ -8,8 +8,12 @@
  *
  *   expected(node) = rate(node) × (queued(node) + max(1, prompt − cached(node)) + FIXED)
  *   score(node)    = expected(node) / (weight × weightFactor)
+ *   cached(node)  ≤ room(node) = cache_tokens − inFlightCost(node) − cost        (KV left)
  *
- * A node whose queued prefill is far above the pool's mean gets no cache credit (least-load).
+ * A prefix the index holds counts only while the blocks recorded on the node since its last use fit
+ * in `room` (an LRU cache evicts it otherwise); a node without room for the request has the missing
+ * tokens queued (`expected-ttft.ts`). A node whose queued prefill is far above the pool's mean gets
+ * no cache credit (least-load).
  */
 import { AffinityOutcome } from './balance-policy.js';
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
@@ -17,12 +21,12 @@ import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
 import { ExpectedTtft } from './expected-ttft.js';
 import { MemberTable } from './member-table.js';
 import { PrefixIndex } from './prefix-index.js';
-import { FIXED_WORK_TOKENS } from './node-timing.js';
+import { DEFAULT_KV_TOKENS, FIXED_WORK_TOKENS } from './node-timing.js';
 import { PROMPT_BLOCK_TOKENS } from './prompt-blocks.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
 /** Default prefix-cache capacity assumed per node, tokens (vLLM's KV pool for an 8B model on one 80 GB GPU). */
-export const DEFAULT_CACHE_TOKENS = 400_000;
+export const DEFAULT_CACHE_TOKENS = DEFAULT_KV_TOKENS;
 /** Default bound of the pool's prefix indexes together, bytes. */
 export const DEFAULT_INDEX_MAX_BYTES = 64 * 1024 * 1024;
 /** Default: cache credit is withdrawn from a node whose queue exceeds (1 + this) × the pool mean ... */
@@ -62,7 +66,11 @@ export class CacheAwarePolicy implements BalancePolicy {
   constructor(members: readonly PoolMember[], options: BalanceOptions) {
     this.table = new MemberTable(members);
     const n = this.table.length;
-    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs);
+    this.expected = new ExpectedTtft(
+      this.table.nodes,
+      options.decayMs,
+      positive(options.cacheTokens, DEFAULT_CACHE_TOKENS),
+    );
     const ppw = options.pointsPerWeight;
     this.ring = new HashRing(
       this.table.nodes.map((node) => node.id),
@@ -72,9 +80,9 @@ export class CacheAwarePolicy implements BalancePolicy {
     const cacheTokens = positive(options.cacheTokens, DEFAULT_CACHE_TOKENS);
     const maxBytes = positive(options.indexMaxBytes, DEFAULT_INDEX_MAX_BYTES);
     let blocks = Math.ceil(cacheTokens / PROMPT_BLOCK_TOKENS);
-    // Each node's index takes 5–11 bytes per block (two tables sized for one entry per two blocks
-    // of a generation's 2/3 of the capacity, at most half full, 4-byte slots); fit the pool's
-    // indexes under the bound.
+    // Each node's index takes 10–22 bytes per block (two tables sized for one entry per two blocks
+    // of a generation's 2/3 of the capacity, at most half full, 8-byte slots: hash and stamp); fit
+    // the pool's indexes under the bound.
     while (blocks > 16 && n * new PrefixIndex(blocks).memoryBytes > maxBytes) blocks = Math.floor(blocks / 2);
     this.indexes = this.table.nodes.map(() => new PrefixIndex(blocks));
     this.epsilon =
@@ -111,9 +119,10 @@ export class CacheAwarePolicy implements BalancePolicy {
     if (count === 0) return null;
     const prompt = req.promptTokens;
     const expected = this.expected;
-    expected.prepare(prompt);
+    expected.prepare(prompt, req.cost);
     const rate = expected.rate;
     const queued = expected.queued;
+    const rooms = expected.room;
     const creditLimit = (1 + this.epsilon) * expected.queuedMean + this.spillFloor;
     const pb = req.promptBlocks === undefined ? null : req.promptBlocks();
     const blocks = pb === null ? NO_BLOCKS : pb.hashes;
@@ -145,16 +154,20 @@ export class CacheAwarePolicy implements BalancePolicy {
       const w = cand[i]!;
       if (w === 0) continue;
       const r = rate[i]!;
+      const node = nodes[i]!;
+      // KV room left for the node's prefix cache once this request holds its own prompt and answer
+      // beside the in-flight attempts (a node without room has the missing tokens in `q` already).
+      const room = rooms[i]!;
       const q = queued[i]!;
       // Expected time to first token = r × (q + own prefill + FIXED_WORK_TOKENS), ms. Not even a
       // fully cached prompt can beat the best so far: the node's index is not read.
       if ((r * (q + 1 + FIXED_WORK_TOKENS)) / w > bestScore) continue;
-      const node = nodes[i]!;
       const kv = node.scrapedKvUsage;
       // Share of its cached prefix a node keeps: less and less once its KV cache is nearly full.
       const keep = kv > KV_EVICTING ? (kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING)) : 1;
       let matched = 0;
-      if (n > 0 && keep > 0) {
+      let evicted = false;
+      if (n > 0 && keep > 0 && room > 0) {
         const index = this.indexes[i]!;
         let held = 0;
         // A node holds a prompt's blocks as a prefix (prefix-index.ts), so one probe near the block
@@ -163,7 +176,7 @@ export class CacheAwarePolicy implements BalancePolicy {
         if (i !== home && best >= 0 && q <= creditLimit) {
           const cachedNeeded = q + prompt + FIXED_WORK_TOKENS - (bestScore * w) / r;
           const blocksNeeded = cachedNeeded / (PROMPT_BLOCK_TOKENS * keep);
-          if (blocksNeeded >= n + 2) continue;
+          if (blocksNeeded >= n + 2 || cachedNeeded > room) continue;
           // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An
           // int32, not Math.floor's double, which the call below would box.
           const need = (blocksNeeded | 0) - 1;
@@ -173,10 +186,27 @@ export class CacheAwarePolicy implements BalancePolicy {
           }
         }
         matched = index.matchedBlocks(blocks, held);
+        // The node's cache keeps the most recently used blocks that fit beside the in-flight
+        // attempts' KV: a prefix last used more blocks ago than that room holds is evicted.
+        if (matched > 0 && index.matchedAge * PROMPT_BLOCK_TOKENS > room) {
+          matched = 0;
+          evicted = true;
+        }
       }
       let cached = matched * PROMPT_BLOCK_TOKENS;
-      if (i === home && cached < homeCredit) cached = homeCredit;
+      // The home's prior stands where this instance knows nothing of the conversation there, and
+      // only if what its index has forgotten could still be in the room (else a prefix the index
+      // no longer holds, if this instance ever sent it, is surely evicted too).
+      if (
+        i === home &&
+        !evicted &&
+        cached < homeCredit &&
+        this.indexes[i]!.forgottenAge * PROMPT_BLOCK_TOKENS <= room
+      ) {
+        cached = homeCredit;
+      }
       cached *= keep;
+      if (cached > room) cached = room > 0 ? room : 0;
       if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
       if (cached > mostCached) mostCached = cached;
       if (q > creditLimit) cached = 0;

@@ -9,7 +9,15 @@
  *   expected(node) = rate(node) × (queued(node) + own + FIXED_WORK_TOKENS)            ms
  *   queued(node)   = node.timing.pendingTokens                                        tokens
  *                  + max(0, scraped waiting − own attempts waiting then) × mean prompt
+ *                  + max(0, −room(node))
+ *   room(node)     = kvTokens − node.inFlightCost − cost                             tokens
+ *
+ * `room` is the KV cache the node has left once this request holds its prompt and answer
+ * (`cost`) beside the attempts in flight. A node without room for it admits it only when in-flight
+ * answers finish and free theirs; the missing tokens are counted as queued work, at the node's rate
+ * (a node frees KV about as fast as it prefills: both scale with its speed).
  */
+import { DEFAULT_KV_TOKENS } from './node-timing.js';
 import { eligible } from './balance-policy.js';
 import { ratioSamples, type DecayedRatio } from './decayed-ratio.js';
 import { DEFAULT_TTFB_HALF_LIFE_MS } from './ttfb-ewma.js';
@@ -28,6 +36,10 @@ export class ExpectedTtft {
   readonly rate: Float64Array;
   /** Per slot, for the pick in progress: prefill work queued ahead of a new request, tokens. */
   readonly queued: Float64Array;
+  /** Per slot, for the pick in progress: KV tokens the node has left beside this request (may be < 0). */
+  readonly room: Float64Array;
+  /** KV-cache tokens per node (the pool's `cache_tokens`). */
+  readonly kvTokens: number;
   /** Scratch per slot: weight of the node's own rate against the pool reference (0 = unprobed). */
   private readonly fresh: Float64Array;
   /** Running mean of the prompt tokens of the requests placed, tokens; 0 before the first pick. */
@@ -46,9 +58,15 @@ export class ExpectedTtft {
   /** Which members were eligible then (a hash of the flags), since the reference depends on it. */
   private eligibleSeen = 0;
 
-  /** `nodes` are the policy's member slots; `halfLifeMs` fades a rate that stopped being refreshed. */
-  constructor(nodes: readonly UpstreamNode[], halfLifeMs: number | undefined) {
+  /**
+   * `nodes` are the policy's member slots; `halfLifeMs` fades a rate that stopped being refreshed;
+   * `kvTokens` is each node's KV-cache capacity in tokens (default `DEFAULT_KV_TOKENS`).
+   */
+  constructor(nodes: readonly UpstreamNode[], halfLifeMs: number | undefined, kvTokens?: number) {
     this.nodes = nodes;
+    this.kvTokens =
+      kvTokens !== undefined && kvTokens > 0 && kvTokens < Infinity ? kvTokens : DEFAULT_KV_TOKENS;
+    this.room = new Float64Array(nodes.length);
     this.halfLifeMs = halfLifeMs !== undefined && halfLifeMs > 0 ? halfLifeMs : DEFAULT_TTFB_HALF_LIFE_MS;
     this.rate = new Float64Array(nodes.length);
     this.queued = new Float64Array(nodes.length);
@@ -56,8 +74,9 @@ export class ExpectedTtft {
   }
 
   /**
-   * Prepares the estimates of one pick for a request of `promptTokens`: folds the request into the
-   * mean prompt size, sets each member's queued work (`queued`), then each member's rate (`rate`).
+   * Prepares the estimates of one pick for a request of `promptTokens` and `cost` (prompt and
+   * answer, the KV it will hold): folds the request into the mean prompt size, sets each member's
+   * KV room (`room`) and queued work (`queued`), then each member's rate (`rate`).
    * A member without samples gets the pool's reference rate (a fair start); a member whose last
    * sample is older than the pool's newest fades toward it by `2^(−age / halfLife)`, so a node that
    * was slow once is probed again rather than starved. The reference is the mean of the eligible members' rates weighted by that freshness.
@@ -65,7 +84,7 @@ export class ExpectedTtft {
    * The rates are recomputed only when a sample arrived or a member's eligibility changed since the
    * previous pick; otherwise a pick reuses them.
    */
-  prepare(promptTokens: number): void {
+  prepare(promptTokens: number, cost: number): void {
     // HOT
     if (promptTokens > 0) {
       // One arithmetic expression (the first request sets the mean: divisor 1), not a choice between
@@ -77,13 +96,17 @@ export class ExpectedTtft {
     const n = nodes.length;
     const queued = this.queued;
     const mean = this.meanPromptTokens;
+    const rooms = this.room;
+    const kv = this.kvTokens;
     let flags = 0;
     let sum = 0;
     let count = 0;
     for (let i = 0; i < n; i++) {
       const node = nodes[i]!;
       const t = node.timing;
-      const q = t.pendingTokens + t.foreignWaiting(node.scrapedWaiting) * mean;
+      const room = kv - node.inFlightCost - cost;
+      rooms[i] = room;
+      const q = t.pendingTokens + t.foreignWaiting(node.scrapedWaiting) * mean + (room < 0 ? -room : 0);
       queued[i] = q;
       const ok = eligible(node);
       if (ok) {

@@ -25,7 +25,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
 
   constructor(members: readonly PoolMember[], options: BalanceOptions) {
     this.table = new MemberTable(members);
-    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs);
+    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs, options.cacheTokens);
     this.candidate = new Float64Array(this.table.length);
   }
 
@@ -43,7 +43,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
     if (count === 0) return null;
     const expected = this.expected;
     const own = req.promptTokens;
-    expected.prepare(own);
+    expected.prepare(own, req.cost);
 
     const rate = expected.rate;
     const queued = expected.queued;
@@ -73,7 +73,9 @@ export class LeastResponseTimePolicy implements BalancePolicy {
 
 /**
  * Factory for the `least-response-time` kind. `decayMs` (default 10000) is the half-life of the
- * learned prefill rates' samples (configure the pool with the same `decay_ms` the session uses).
+ * learned prefill rates' samples (configure the pool with the same `decay_ms` the session uses);
+ * `cacheTokens` (default 400000) each node's KV capacity, beyond which in-flight work delays a new
+ * request's admission (`expected-ttft.ts`).
  *
  * @example
  * const policy = createLeastResponseTime(members, { decayMs: 10_000 });

@@ -23,6 +23,12 @@ import type { UpstreamNode } from '../upstream/upstream-node.js';
  */
 export const FIXED_WORK_TOKENS = 128;
 
+/**
+ * KV-cache capacity assumed per node when the pool does not set `cache_tokens`, tokens: vLLM's KV
+ * pool for an 8B model on one 80 GB GPU (it logs `GPU KV cache size: 410,128 tokens`).
+ */
+export const DEFAULT_KV_TOKENS = 400_000;
+
 export class NodeTiming {
   /**
    * Prompt tokens of this instance's attempts on the node that have no first token yet (streams)

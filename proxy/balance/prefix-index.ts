@@ -11,6 +11,11 @@
  * So the set holds between 2/3 and 4/3 of `capacity` of the most recently used blocks, the node's
  * cache size on average: an LRU with eviction in batches instead of one block at a time.
  *
+ * Each entry also carries a stamp: the index's clock (prompt blocks recorded so far) at its last
+ * use. `ageOf` gives how many blocks were recorded since, the block's distance from the top of an
+ * LRU cache; the policy compares it with the room the node's cache has now (its KV capacity less
+ * what the in-flight attempts hold), which the generations, sized for an empty node, cannot know.
+ *
  * Not every block is stored. A block hash covers all text before it, so a prompt is recorded by
  * its checkpoints, every CHECKPOINT_BLOCKS-th block (blocks 3, 7, 11, ...), and its last block:
  *
@@ -24,8 +29,11 @@
  * first); the tables are sized for one entry per two blocks, half the memory of every block.
  */
 
-/** Bytes of one slot (a 30-bit block hash in an int32; 0 = empty). */
-const SLOT_BYTES = 4;
+/**
+ * Bytes of one slot: a 30-bit block hash in an int32 (0 = empty) and, beside it in the same array
+ * (one cache line for both), the stamp of its last use: the index's block clock then.
+ */
+const SLOT_BYTES = 8;
 /** Every how many blocks a prompt is recorded (see the module comment). */
 export const CHECKPOINT_BLOCKS = 4;
 
@@ -34,9 +42,26 @@ export class PrefixIndex {
   readonly generationBlocks: number;
   /** Entries one generation holds at most (it becomes the previous one sooner if they run out). */
   readonly generationEntries: number;
+  /** Slot i at [2i] (hash) and [2i + 1] (stamp). */
   private current: Int32Array;
   private previous: Int32Array;
   private readonly mask: number;
+  /**
+   * Prompt blocks recorded since the index was made (int32, wrapping): the clock of the stamps. A
+   * node's cache evicts the least recently used blocks, so a prefix whose last use is more blocks
+   * ago than the cache has room for is gone, whatever the generations still say.
+   */
+  private clock = 0;
+  /** Whether the index has rotated, and whether a rotation has dropped a generation that held entries. */
+  private rotated = false;
+  private dropped = false;
+  /** Stamp of the entry the last successful `has` found. */
+  private probeStamp = 0;
+  /** Stamp of the checkpoint the last `atLeast` found held, and the blocks it answered. */
+  private heldStamp = 0;
+  private heldBlocks = 0;
+  /** Stamp of the last block the latest `matchedBlocks` found held. */
+  private matchedStamp = 0;
   /** Entries in `current`. */
   private count = 0;
   /** Prompt blocks recorded into `current` (blocks already held there are not counted again). */
@@ -55,26 +80,63 @@ export class PrefixIndex {
     let size = 16;
     while (size < this.generationEntries * 2) size *= 2;
     this.mask = size - 1;
-    this.current = new Int32Array(size);
-    this.previous = new Int32Array(size);
+    this.current = new Int32Array(size * 2);
+    this.previous = new Int32Array(size * 2);
   }
 
   /** Bytes the index holds, fixed at construction. */
   get memoryBytes(): number {
-    return (this.current.length + this.previous.length) * SLOT_BYTES;
+    return ((this.current.length + this.previous.length) / 2) * SLOT_BYTES;
   }
 
   /** Entries held now (both generations; one in both counts twice), for tests and diagnostics. */
   get size(): number {
     let n = 0;
-    for (const t of [this.current, this.previous]) for (let i = 0; i < t.length; i++) if (t[i] !== 0) n++;
+    for (const t of [this.current, this.previous]) for (let i = 0; i < t.length; i += 2) if (t[i] !== 0) n++;
     return n;
   }
 
   /** True when block hash `h` (never 0) is held. */
   has(h: number): boolean {
     // HOT
-    return find(this.current, this.mask, h) || find(this.previous, this.mask, h);
+    let t = this.current;
+    let i = find(t, this.mask, h);
+    if (i < 0) {
+      t = this.previous;
+      i = find(t, this.mask, h);
+      if (i < 0) return false;
+    }
+    this.probeStamp = t[i + 1]!;
+    return true;
+  }
+
+  /**
+   * A lower bound of the age, in blocks, of anything the index has forgotten: 0 while it has
+   * dropped nothing (a block it does not hold was never recorded), else the blocks recorded into
+   * the previous and the current generation since the last drop.
+   */
+  get forgottenAge(): number {
+    // HOT
+    return this.dropped ? this.generationBlocks + this.blocks : 0;
+  }
+
+  /**
+   * `ageOf` the last block that the latest `matchedBlocks` found held (when it returned more than
+   * 0), without another lookup.
+   */
+  get matchedAge(): number {
+    // HOT
+    return (this.clock - this.matchedStamp) | 0;
+  }
+
+  /**
+   * Prompt blocks recorded into the index since block hash `h` was last used (recorded, or the
+   * last block matched of a prompt recorded after it), or -1 when it is not held: the block's
+   * distance from the top of the node's LRU cache, in blocks.
+   */
+  ageOf(h: number): number {
+    // HOT
+    return this.has(h) ? (this.clock - this.probeStamp) | 0 : -1;
   }
 
   /**
@@ -89,7 +151,10 @@ export class PrefixIndex {
     // The last checkpoint at or below block c − 1: held whenever c blocks are.
     const k = c - (c % CHECKPOINT_BLOCKS);
     if (k === 0) return 0;
-    return this.has(hashes[k - 1]!) ? k : -1;
+    if (!this.has(hashes[k - 1]!)) return -1;
+    this.heldStamp = this.probeStamp;
+    this.heldBlocks = k;
+    return k;
   }
 
   /**
@@ -103,21 +168,40 @@ export class PrefixIndex {
     // HOT
     const n = hashes.length;
     if (n === 0) return 0;
-    if (this.has(hashes[n - 1]!)) return n;
+    if (this.has(hashes[n - 1]!)) {
+      this.matchedStamp = this.probeStamp;
+      return n;
+    }
     // Checkpoint j is block j × CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS − 1; search j in [lo, hi).
     let lo = held >= CHECKPOINT_BLOCKS ? ((held / CHECKPOINT_BLOCKS) | 0) - 1 : -1; // held (or none)
     let hi = ((n - 1) / CHECKPOINT_BLOCKS) | 0; // not held (or past the prompt)
+    // The stamp of checkpoint lo: from `atLeast` when it gave `held` (checked below if not found again).
+    let loStamp = this.heldStamp;
+    let loProbed = lo < 0;
     while (hi - lo > 1) {
       const mid = (lo + hi) >>> 1;
-      if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) lo = mid;
-      else hi = mid;
+      if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) {
+        lo = mid;
+        loStamp = this.probeStamp;
+        loProbed = true;
+      } else hi = mid;
     }
-    let base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint
-    if (base > n) base = n;
+    const base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint (< n)
     // A recorded prompt that this one extends ended within the next few blocks: its last block.
     let top = base + CHECKPOINT_BLOCKS - 1;
     if (top > n - 1) top = n - 1;
-    for (let i = top - 1; i >= base; i--) if (this.has(hashes[i]!)) return i + 1;
+    for (let i = top - 1; i >= base; i--) {
+      if (this.has(hashes[i]!)) {
+        this.matchedStamp = this.probeStamp;
+        return i + 1;
+      }
+    }
+    // A `held` that is not what the last `atLeast` answered: the stamp is looked up once.
+    if (!loProbed && held !== this.heldBlocks) {
+      this.has(hashes[base - 1]!);
+      loStamp = this.probeStamp;
+    }
+    this.matchedStamp = loStamp;
     return base;
   }
 
@@ -132,7 +216,12 @@ export class PrefixIndex {
     const n = hashes.length;
     if (n === 0) return;
     let from = 0;
-    if (matched > 0 && matched <= n && find(this.current, this.mask, hashes[matched - 1]!)) from = matched;
+    const at = matched > 0 && matched <= n ? find(this.current, this.mask, hashes[matched - 1]!) : -1;
+    if (at >= 0) from = matched;
+    // The clock advances by the blocks new to the index, and every entry this prompt touches is
+    // stamped with it, the matched prefix's last block too: a cache's use refreshes what it reads.
+    this.clock = (this.clock + n - from) | 0;
+    if (at >= 0) this.current[at + 1] = this.clock;
     for (
       let i = from + ((CHECKPOINT_BLOCKS - 1 - from) & (CHECKPOINT_BLOCKS - 1));
       i < n - 1;
@@ -149,6 +238,8 @@ export class PrefixIndex {
   clear(): void {
     this.current.fill(0);
     this.previous.fill(0);
+    this.rotated = false;
+    this.dropped = false;
     this.count = 0;
     this.blocks = 0;
   }
@@ -159,18 +250,25 @@ export class PrefixIndex {
     const mask = this.mask;
     let i = h & mask;
     for (;;) {
-      const v = t[i]!;
-      if (v === h) return;
+      const v = t[2 * i]!;
+      if (v === h) {
+        t[2 * i + 1] = this.clock;
+        return;
+      }
       if (v === 0) break;
       i = (i + 1) & mask;
     }
-    t[i] = h;
+    t[2 * i] = h;
+    t[2 * i + 1] = this.clock;
     if (++this.count >= this.generationEntries) this.rotate();
   }
 
   /** The oldest generation is evicted; the full one becomes the previous. */
   private rotate(): void {
     const old = this.previous;
+    // The first rotation drops an empty generation; every later one forgets what it held.
+    if (this.rotated) this.dropped = true;
+    this.rotated = true;
     old.fill(0);
     this.previous = this.current;
     this.current = old;
@@ -179,13 +277,14 @@ export class PrefixIndex {
   }
 }
 
-function find(t: Int32Array, mask: number, h: number): boolean {
+/** Position in `t` of block hash `h` (its stamp is at the next one), or -1. */
+function find(t: Int32Array, mask: number, h: number): number {
   // HOT
   let i = h & mask;
   for (;;) {
-    const v = t[i]!;
-    if (v === h) return true;
-    if (v === 0) return false;
+    const v = t[2 * i]!;
+    if (v === h) return 2 * i;
+    if (v === 0) return -1;
     i = (i + 1) & mask;
   }
 }

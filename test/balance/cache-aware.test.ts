@@ -153,6 +153,63 @@ describe('cache-aware policy', () => {
     assert.equal(full.affinityOutcome, 'none', 'a full KV cache holds nothing it can keep');
   });
 
+  it('gives no credit for a prefix last used longer ago than the KV room beside the in-flight attempts holds', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
+    // A conversation (1,280 tokens) on its node, then 100 blocks (6,400 tokens) of other prompts
+    // sent there; its next turn (1,536 tokens, 1,636 of KV with its answer).
+    const aged = (name: string): { node: UpstreamNode; next: TestRequest } => {
+      const history = words(`${name} conversation `, 20);
+      const node = pick(p, chat(history))!;
+      const index = p.indexes[ms.findIndex((m) => m.node === node)]!;
+      for (let i = 0; i < 5; i++) index.record(blockHashes(words(`${name} other prompt ${i} `, 20)));
+      return { node, next: chat(history + words(`${name} follow-up `, 4)) };
+    };
+    const a = aged('first');
+    assert.equal(pick(p, a.next), a.node);
+    assert.equal(a.next.cachedTokens, 20 * PROMPT_BLOCK_TOKENS, 'room 20,000 − 1,636: still held');
+    // With 12,000 tokens in flight there, its cache keeps what fits in 20,000 − 12,000 − 1,636
+    // tokens: the conversation, 6,400 tokens down the LRU order, is evicted.
+    const b = aged('second');
+    b.node.inFlightCost = 12_000;
+    pick(p, b.next);
+    assert.equal(b.next.cachedTokens, 0);
+    assert.notEqual(b.next.affinityOutcome, 'hit');
+  });
+
+  it('does not credit the home with a conversation its index has forgotten when the room is smaller than what it forgot', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
+    const turn = (): TestRequest =>
+      chat(words('a late turn of a long conversation ', 40), 'conversation-7', 2000);
+    const first = turn();
+    const home = pick(p, first)!;
+    assert.equal(first.cachedTokens, 2000, 'nothing forgotten yet: the prior stands');
+    // The home's index drops generations (its share of 20,000 tokens is 209 blocks each).
+    const index = p.indexes[ms.findIndex((m) => m.node === home)]!;
+    for (let i = 0; i < 20; i++) index.record(blockHashes(words(`other conversation ${i} `, 40)));
+    assert.ok(index.forgottenAge * PROMPT_BLOCK_TOKENS > 13_000);
+    home.inFlightCost = 5000; // room 20,000 − 5,000 − 2,660 < 13,000
+    const late = chat(words('an unseen turn of another conversation ', 40), 'conversation-7', 2000);
+    pick(p, late);
+    assert.equal(late.cachedTokens, 0, 'the room holds less than the index forgot');
+  });
+
+  it('counts the KV a node lacks for the request as queued work and credits it with no cached prefix', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
+    const history = words('a conversation ', 40); // 2,560 tokens
+    const home = pick(p, chat(history))!;
+    const other = ms.find((m) => m.node !== home)!.node;
+    home.inFlightCost = 19_000; // the request (2,660) does not fit: 1,660 tokens short
+    const req = chat(history);
+    assert.equal(pick(p, req), other);
+    assert.equal(req.cachedTokens, 0);
+  });
+
   it('keeps its indexes under the configured memory bound through an hour of simulated traffic', () => {
     const ms = fleet.members(...Array.from({ length: 16 }, () => 1));
     const bound = 1024 * 1024;

@@ -74,6 +74,22 @@ describe('least-response-time policy', () => {
     assert.equal(pickIndex(policy(ms), ms), 0);
   });
 
+  it('counts the KV cache a node lacks for the request, beside its answers in flight, as queued work', () => {
+    const ms = fleet.members(1, 1);
+    rated(ms[0]!.node, 0.1);
+    rated(ms[1]!.node, 0.1);
+    const p = createLeastResponseTime(ms, { cacheTokens: 100_000 });
+    // 99,000 tokens in flight + 1,100 for the request: 100 short of 100,000, queued work 100 < 2,000.
+    ms[0]!.node.inFlightCost = 99_000;
+    chargePrefill(ms[1]!.node, 2000, 0);
+    const req = request(null, 1100, 1000);
+    assert.equal(p.pick(req, []), ms[0]!.node);
+    assert.equal(req.expectedTtftMs, 0.1 * (100 + 1000 + FIXED_WORK_TOKENS));
+    // 3,000 short: more than the other node's queue.
+    ms[0]!.node.inFlightCost = 101_900;
+    assert.equal(pickIndex(p, ms), 1);
+  });
+
   it('sends a node with a 4x slower prefill at most a third of a fast node’s picks under steady load', () => {
     const ms = fleet.members(1, 1, 1);
     rated(ms[0]!.node, 0.05);

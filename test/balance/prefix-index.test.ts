@@ -138,11 +138,54 @@ describe('PrefixIndex', () => {
     assert.ok(ix.size <= 2 * ix.generationEntries);
   });
 
+  it('tells how many blocks were recorded since a prefix was last used', () => {
+    const ix = new PrefixIndex(1000);
+    const turn1 = blockHashes(text('a conversation ', PROMPT_BLOCK_CHARS * 8));
+    const turn2 = blockHashes(
+      text('a conversation ', PROMPT_BLOCK_CHARS * 8) + text('more ', PROMPT_BLOCK_CHARS * 4),
+    );
+    assert.equal(ix.ageOf(turn1[7]!), -1, 'not held');
+    ix.record(turn1);
+    assert.equal(ix.ageOf(turn1[7]!), 0);
+    ix.record(blockHashes(text('someone else ', PROMPT_BLOCK_CHARS * 30)));
+    assert.equal(ix.ageOf(turn1[7]!), 30);
+    // The next turn reuses turn 1's blocks: its prefix is the newest use again.
+    ix.record(turn2, ix.matchedBlocks(turn2));
+    assert.equal(ix.ageOf(turn1[7]!), 0);
+    assert.equal(ix.ageOf(turn2[11]!), 0);
+    ix.record(blockHashes(text('a third ', PROMPT_BLOCK_CHARS * 5)));
+    assert.equal(ix.ageOf(turn2[11]!), 5);
+    // What matchedBlocks last found carries the same age, however it was found.
+    const turn3 = blockHashes(
+      text('a conversation ', PROMPT_BLOCK_CHARS * 8) + text('else ', PROMPT_BLOCK_CHARS * 9),
+    );
+    assert.equal(ix.matchedBlocks(turn2), 12);
+    assert.equal(ix.matchedAge, 5);
+    assert.equal(ix.matchedBlocks(turn3), 8, 'turn 1 is a prefix of turn 3');
+    assert.equal(ix.matchedAge, ix.ageOf(turn1[7]!));
+    assert.equal(ix.atLeast(turn3, 8), 8);
+    assert.equal(ix.matchedBlocks(turn3, 8), 8);
+    assert.equal(ix.matchedAge, ix.ageOf(turn1[7]!));
+    assert.equal(ix.matchedBlocks(turn3, 4), 8);
+    assert.equal(ix.matchedAge, ix.ageOf(turn1[7]!));
+  });
+
+  it('bounds the age of what it forgot once it has dropped a generation, and not before', () => {
+    const ix = new PrefixIndex(48); // generations of 32 blocks
+    const prompt = (i: number): Int32Array => blockHashes(text(`prompt ${i} `, PROMPT_BLOCK_CHARS * 8));
+    for (let i = 0; i < 7; i++) ix.record(prompt(i)); // 56 blocks: one rotation, nothing dropped
+    assert.equal(ix.forgottenAge, 0, 'a block it does not hold was never recorded');
+    assert.equal(ix.matchedBlocks(prompt(0)), 8);
+    for (let i = 7; i < 9; i++) ix.record(prompt(i)); // 72 blocks: the first generation dropped
+    assert.equal(ix.matchedBlocks(prompt(0)), 0);
+    assert.equal(ix.forgottenAge, 32 + 8, 'the previous generation and the current one since');
+  });
+
   it('has a fixed memory size, whatever it is fed', () => {
     const ix = new PrefixIndex(6250);
     const before = ix.memoryBytes;
-    // Generations of 4,167 blocks and at most 2,084 entries, tables at most half full.
-    assert.equal(before, 2 * 8192 * 4);
+    // Generations of 4,167 blocks and at most 2,084 entries, tables at most half full, 8-byte slots.
+    assert.equal(before, 2 * 8192 * 8);
     for (let i = 0; i < 200; i++) ix.record(blockHashes(text(`prompt ${i} `, PROMPT_BLOCK_CHARS * 50)));
     assert.equal(ix.memoryBytes, before);
     assert.ok(ix.size <= 2 * ix.generationEntries);
