@@ -34,6 +34,7 @@ import type { PluginInstance } from '../plugin/plugin-chain.js';
 import { PluginRuntime } from '../plugin/plugin-runtime.js';
 import { dirname, resolve } from 'node:path';
 import { AccessLog } from '../metrics/access-log.js';
+import { redisPackage } from './optional-modules.js';
 import { OtlpExporter } from '../metrics/otlp-exporter.js';
 import { Tracer } from '../metrics/trace-context.js';
 import { sluiceVersion } from '../cli/version.js';
@@ -166,6 +167,10 @@ export class Sluice {
         });
         this.log.info(`simulator: ${s.nodes} nodes (${s.profile}) at ${this.sim.urls.join(' ')}`);
       }
+      // The Redis stores are fixed for the process but created on first use, which may be a reload
+      // that adds tenants or plugins: load the package now, while nothing is served yet, not then
+      // (loading it takes a few hundred ms of the event loop).
+      if (config.rate_limits.store === 'redis' || config.plugin_store.store === 'redis') redisPackage();
       const instances = await this.plugins.createInstances(plugins, config.plugin_store, this.configPath);
       try {
         this.plan = compilePlan(1, config, digest, this.compileContext(instances));

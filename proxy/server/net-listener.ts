@@ -6,12 +6,12 @@
  * write), so no timer exists per request.
  */
 import { createServer, type Server, type Socket } from 'node:net';
-import { createSecureContext, createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
+import { createSecureContext, TLSSocket, type SecureContext, type TLSSocketOptions } from 'node:tls';
 import type { SessionHost } from '../lifecycle/session.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { NetConnection } from './net-connection.js';
 import type { ListenerRuntime, RequestIntake } from './request-intake.js';
-import { nodeTlsOptions, type SwappableTls, type TlsMaterial } from './tls-material.js';
+import { ALPN_PROTOCOLS, type SwappableTls, type TlsMaterial } from './tls-material.js';
 
 /** Shortest and longest interval of the deadline sweep, ms. */
 const MIN_SWEEP_MS = 20;
@@ -41,20 +41,12 @@ export class NetListener {
     this.intake = intake;
     this.host = host;
     // Half-open: a client may send its requests and FIN; the answers still go out.
-    const options = { allowHalfOpen: true, highWaterMark: rt.config.write_buffer_bytes, noDelay: true };
-    if (material === null) {
-      this.tls = null;
-      this.server = createServer(options, (socket) => this.onConnection(socket));
-    } else {
-      // A handshake gets the time a request head gets; one that fails closes its socket.
-      const server = createTlsServer(
-        { ...options, ...nodeTlsOptions(material), handshakeTimeout: rt.config.header_timeout_ms },
-        (socket) => this.onConnection(socket),
-      );
-      server.on('tlsClientError', (_err, socket) => socket.destroy());
-      this.tls = new NetTls(material, server, this.connections);
-      this.server = server;
-    }
+    // A TLS listener accepts plain TCP too and wraps each counted socket itself (see onConnection).
+    this.tls = material === null ? null : new NetTls(material, this.connections);
+    this.server = createServer(
+      { allowHalfOpen: true, highWaterMark: rt.config.write_buffer_bytes, noDelay: true },
+      (socket) => this.onConnection(socket),
+    );
   }
 
   /** Binds the configured address and port; resolves to the bound port. */
@@ -90,10 +82,25 @@ export class NetListener {
     }
     st.connections++;
     const tls = this.tls;
+    if (tls === null) {
+      this.connections.add(new NetConnection(socket, this.rt, this.intake, this.host, this.forget));
+      return;
+    }
+    // The cap and the drain apply at TCP accept, before a handshake costs anything. The handshake
+    // then runs inside the connection's head deadline (`header_timeout_ms` from now covers it and
+    // the first head together); a failed one errors the socket, which closes it. The TLS socket
+    // gets the listener's write buffer size, as a plain one does (a `tls.Server` would leave it
+    // at 16 KiB, arming the write deadline long before `write_buffer_bytes` are held).
+    // `highWaterMark` is passed on to the socket's stream (Node's types omit it).
+    const options: TLSSocketOptions & { highWaterMark: number } = {
+      isServer: true,
+      secureContext: tls.context,
+      ALPNProtocols: [...ALPN_PROTOCOLS],
+      highWaterMark: this.rt.config.write_buffer_bytes,
+    };
+    const secure = new TLSSocket(socket, options);
     this.connections.add(
-      tls === null
-        ? new NetConnection(socket, this.rt, this.intake, this.host, this.forget)
-        : new NetConnection(socket, this.rt, this.intake, this.host, this.forget, 'https', tls.generation),
+      new NetConnection(secure, this.rt, this.intake, this.host, this.forget, 'https', tls.generation),
     );
   }
 
@@ -115,24 +122,30 @@ export class NetListener {
 /** A prepared certificate of a TLS listener on this engine. */
 interface PreparedNetTls {
   material: TlsMaterial;
-  options: ReturnType<typeof nodeTlsOptions>;
+  context: SecureContext;
+}
+
+/** The secure context of a checked certificate and key. Throws when OpenSSL cannot use them. */
+function secureContextOf(m: TlsMaterial): SecureContext {
+  return createSecureContext({ cert: m.cert, key: m.key });
 }
 
 /**
- * The certificate of a TLS listener on this engine. A swap gives the server a new secure context:
- * new handshakes use it, open connections keep the one they were accepted with.
+ * The certificate of a TLS listener on this engine. A swap replaces the secure context new
+ * connections are wrapped with; open connections keep the one they were accepted with.
  */
 export class NetTls implements SwappableTls {
   material: TlsMaterial;
+  /** The context the next accepted connection handshakes with. */
+  context: SecureContext;
   swaps = 0;
   /** Increases with each swap; a connection records the one it was accepted under. */
   generation = 0;
-  private readonly server: TlsServer;
   private readonly connections: ReadonlySet<NetConnection>;
 
-  constructor(material: TlsMaterial, server: TlsServer, connections: ReadonlySet<NetConnection>) {
+  constructor(material: TlsMaterial, connections: ReadonlySet<NetConnection>) {
     this.material = material;
-    this.server = server;
+    this.context = secureContextOf(material);
     this.connections = connections;
   }
 
@@ -143,15 +156,13 @@ export class NetTls implements SwappableTls {
   }
 
   prepare(material: TlsMaterial): PreparedNetTls {
-    const options = nodeTlsOptions(material);
     // Throws here, before anything changes, when OpenSSL cannot use the pair.
-    createSecureContext(options);
-    return { material, options };
+    return { material, context: secureContextOf(material) };
   }
 
   commit(prepared: object): void {
     const p = prepared as PreparedNetTls;
-    this.server.setSecureContext(p.options);
+    this.context = p.context;
     this.material = p.material;
     this.generation++;
     this.swaps++;

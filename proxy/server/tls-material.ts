@@ -2,12 +2,12 @@
  * A listener's TLS certificate and key, read and checked before any engine uses them: both files
  * readable, the certificate a parseable X.509 chain, the key a private key that matches it, and
  * the certificate within its validity period. Shared by every downstream engine (uWS reads the
- * files itself; a `node:tls` server takes `nodeTlsOptions`). Startup and reload only.
+ * files itself; the own engine builds a `node:tls` secure context from the PEM contents). Startup and
+ * reload only.
  */
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
-import type { SecureContextOptions, TlsOptions } from 'node:tls';
 import type { ListenerTlsConfig } from '../../config/types.js';
 
 /** The protocol a TLS listener negotiates through ALPN (RFC 7301): HTTP/1.1 only. */
@@ -103,12 +103,4 @@ export interface SwappableTls {
   discard(prepared: object): void;
   /** Releases what the TLS side holds of its own (the listener closes the sockets). */
   close(): void;
-}
-
-/**
- * Options for a `node:tls` server (an engine on `node:net`): the checked certificate and key, and
- * ALPN limited to HTTP/1.1. The same object shape feeds `server.setSecureContext` for a swap.
- */
-export function nodeTlsOptions(m: TlsMaterial): TlsOptions & SecureContextOptions {
-  return { cert: m.cert, key: m.key, ALPNProtocols: [...ALPN_PROTOCOLS] };
 }

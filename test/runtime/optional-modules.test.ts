@@ -73,6 +73,16 @@ describe('optional packages', { timeout: 60_000 }, () => {
     assert.deepEqual(await probe(file), { status: 200, redis: false, sqlite: false, pino: false });
   });
 
+  it('a config whose rate limits live in Redis loads redis at startup, before any tenant needs it', async () => {
+    const file = join(dir, 'redis-limits.yaml');
+    // No tenants yet (a reload may add them): no connection is made, but the package is loaded.
+    await writeFile(
+      file,
+      `${LOOPBACK_HEAD}${pools()}rate_limits:\n  store: redis\n  redis: { url: "redis://127.0.0.1:1" }\n`,
+    );
+    assert.deepEqual(await probe(file), { status: 200, redis: true, sqlite: false, pino: false });
+  });
+
   it('a config with an access log loads pino, and only pino', async () => {
     const file = join(dir, 'access-log.yaml');
     await writeFile(

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { copyFile, mkdtemp, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect as netConnect } from 'node:net';
 import { connect, type TLSSocket } from 'node:tls';
 import { BrokenNode, OK_JSON } from '../../loadtest/chaos/broken-node.js';
 import { makeSelfSigned, type SelfSigned } from '../../loadtest/env/self-signed.js';
@@ -55,7 +56,7 @@ class TlsClient {
   }
 
   /** Sends a chat request and resolves with the status and body. */
-  async chat(): Promise<{ status: number; body: string }> {
+  async chat(): Promise<{ status: number; body: string; requestId: string }> {
     const body = '{"model":"m","messages":[]}';
     this.socket.write(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
@@ -64,7 +65,7 @@ class TlsClient {
   }
 
   /** Reads the next sized answer on the connection. */
-  async readAnswer(): Promise<{ status: number; body: string }> {
+  async readAnswer(): Promise<{ status: number; body: string; requestId: string }> {
     const deadline = Date.now() + 5000;
     for (;;) {
       const end = this.buf.indexOf('\r\n\r\n');
@@ -74,7 +75,8 @@ class TlsClient {
         if (this.buf.length >= need) {
           const answer = this.buf.subarray(end + 4, need).toString();
           this.buf = this.buf.subarray(need);
-          return { status: Number(head.slice(9, 12)), body: answer };
+          const requestId = /\r\nx-request-id: *([^\r]*)/i.exec(head)?.[1] ?? '';
+          return { status: Number(head.slice(9, 12)), body: answer, requestId };
         }
       }
       if (this.closed) throw new Error('the connection closed');
@@ -91,13 +93,14 @@ class TlsClient {
   }
 }
 
-function tlsConfig(node: string, pipelining = 0): string {
+function tlsConfig(node: string, pipelining = 0, listenerExtra = ''): string {
   return `listeners:
   - name: public
     address: 127.0.0.1
     port: 0
     pipelining: ${pipelining}
     tls: { cert_file: tls.crt, key_file: tls.key }
+${listenerExtra}
 admin:
   address: 127.0.0.1
   port: 0
@@ -149,8 +152,9 @@ describe('TLS listeners', { timeout: 90_000 }, () => {
     c: SelfSigned,
     watch = false,
     pipelining = 0,
+    listenerExtra = '',
   ): Promise<{ t: TestSluice; port: number; dir: string }> {
-    const t = await startTestSluice(tlsConfig(node!.url, pipelining), {
+    const t = await startTestSluice(tlsConfig(node!.url, pipelining, listenerExtra), {
       watch,
       before: (dir) => install(dir, c),
     });
@@ -263,20 +267,61 @@ describe('TLS listeners', { timeout: 90_000 }, () => {
       const c = await TlsClient.open(port);
       try {
         const body = '{"model":"m","messages":[]}';
-        const one = `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+        const one = (id: string): string =>
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: ${id}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
         const before = node!.requests.length;
-        c.socket.write(one + one + one);
-        for (let i = 0; i < 3; i++) {
-          const r = await c.readAnswer();
-          assert.equal(r.status, 200);
-          assert.equal(r.body, OK_JSON);
-        }
+        c.socket.write(one('seq-1') + one('seq-2') + one('seq-3'));
+        const answers = [];
+        for (let i = 0; i < 3; i++) answers.push(await c.readAnswer());
+        assert.deepEqual(
+          answers.map((r) => [r.status, r.requestId, r.body === OK_JSON]),
+          [
+            [200, 'seq-1', true],
+            [200, 'seq-2', true],
+            [200, 'seq-3', true],
+          ],
+          'each answer in the order of its request',
+        );
         assert.equal(node!.requests.length - before, 3);
       } finally {
         c.close();
       }
       // RFC 7301 §3.2: no protocol in common ends the handshake with no_application_protocol.
       await assert.rejects(TlsClient.open(port, ['h2']), /no application protocol|alert number 120/i);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('own engine: caps TLS connections at TCP accept and closes a silent handshake at header_timeout_ms', async () => {
+    const { t, port } = await start(a, false, 16, '    max_connections: 3\n    header_timeout_ms: 600\n');
+    try {
+      // Five TCP connections that never send a ClientHello: three are held (inside their head
+      // deadline), two are closed at once without costing a handshake.
+      const opened = performance.now();
+      const closedAfter = await Promise.all(
+        Array.from(
+          { length: 5 },
+          () =>
+            new Promise<number>((resolve) => {
+              const s = netConnect({ host: '127.0.0.1', port });
+              s.on('error', () => undefined);
+              s.on('close', () => resolve(performance.now() - opened));
+            }),
+        ),
+      );
+      closedAfter.sort((x, y) => x - y);
+      assert.ok(closedAfter[1]! < 400, `two refused at once: ${closedAfter.map(Math.round).join(', ')} ms`);
+      for (const ms of closedAfter.slice(2))
+        assert.ok(
+          ms >= 500 && ms < 5000,
+          `three closed by the deadline: ${closedAfter.map(Math.round).join(', ')} ms`,
+        );
+      assert.equal(await metric(t, 'sluice_listener_connections_refused_total{listener="public"}'), 2);
+      // The slots are free again: a real client is served.
+      const c = await TlsClient.open(port);
+      assert.equal((await c.chat()).status, 200);
+      c.close();
     } finally {
       await t.close();
     }
