@@ -14,10 +14,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { cpuSeconds } from '../env/child-process.js';
-import { startFleet, type FleetHandle } from '../env/fleet-handle.js';
+import { startOneFastNode, type FleetHandle } from '../env/fleet-handle.js';
 import { freePort } from '../env/free-port.js';
 import { startSluiceChild, type SluiceChild } from '../env/sluice-process.js';
-import { loadSimProfile } from '../sim/profile-loader.js';
 
 const run = promisify(execFile);
 const duration = Number(process.env['BENCH_DURATION'] ?? 10);
@@ -86,12 +85,7 @@ async function main(): Promise<void> {
     const piped = join(dir, 'piped.lua');
     await writeFile(single, wrkScript(1));
     await writeFile(piped, wrkScript(10));
-    fleet = await startFleet({
-      nodes: 1,
-      profile: loadSimProfile('fast'),
-      speedFactors: [1],
-      process: 'child',
-    });
+    fleet = await startOneFastNode();
     const node = fleet.urls[0]!;
     const [uwsPort, netPort, adminPort] = [await freePort(), await freePort(), await freePort()];
     sluice = await startSluiceChild(

@@ -13,13 +13,12 @@
  * count (`ulimit -n`); the npm script raises it where the hard limit allows.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { startFleet, type FleetHandle } from '../env/fleet-handle.js';
+import { startOneFastNode, type FleetHandle } from '../env/fleet-handle.js';
 import { freePort } from '../env/free-port.js';
+import { rssMiB } from '../env/proc-stats.js';
 import { startSluiceChild, type SluiceChild } from '../env/sluice-process.js';
-import { loadSimProfile } from '../sim/profile-loader.js';
 
 const count = Number(process.env['BENCH_IDLE_CONNECTIONS'] ?? 10_000);
 const engines = (process.env['BENCH_ENGINES'] ?? 'uws,net').split(',');
@@ -28,12 +27,6 @@ const OPEN_DEADLINE_MS = 60_000;
 /** Connections being opened at once. */
 const OPEN_BATCH = 500;
 const REQUEST = 'GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\n\r\n';
-
-/** Resident set size of `pid`, MiB. */
-async function rssMiB(pid: number | undefined): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-}
 
 /** One idle client: connects, sends one request, reads its answer, then stays open. */
 function openIdle(port: number): Promise<Socket> {
@@ -154,12 +147,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       `baseline: bare Node ${bare.toFixed(1)} MiB; Node with uWebSockets.js, undici and hdr-histogram-js (WebAssembly) loaded ${libs.toFixed(1)} MiB\n\n`,
     );
-    fleet = await startFleet({
-      nodes: 1,
-      profile: loadSimProfile('fast'),
-      speedFactors: [1],
-      process: 'child',
-    });
+    fleet = await startOneFastNode();
     process.stdout.write(
       '| engine | idle connections | held by Sluice | RSS before, MiB | RSS with all open, MiB | KiB per connection | RSS after close, MiB | seconds to open |\n' +
         '| --- | --: | --: | --: | --: | --: | --: | --: |\n',

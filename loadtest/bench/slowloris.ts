@@ -7,13 +7,12 @@
  * Loopback only, every phase bounded in time. Environment: BENCH_DURATION (s per phase, default
  * 15, longer than the 10 s head deadline so slow heads are cut during the phase), BENCH_SLOW_CONNECTIONS (default 1000), BENCH_ENGINES (default `uws,net`).
  */
-import { readdir, readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import autocannon from 'autocannon';
-import { startFleet, type FleetHandle } from '../env/fleet-handle.js';
+import { startOneFastNode, type FleetHandle } from '../env/fleet-handle.js';
 import { freePort } from '../env/free-port.js';
+import { openFds, rssMiB } from '../env/proc-stats.js';
 import { startSluiceChild, type SluiceChild } from '../env/sluice-process.js';
-import { loadSimProfile } from '../sim/profile-loader.js';
 
 const duration = Number(process.env['BENCH_DURATION'] ?? 15);
 const slowCount = Number(process.env['BENCH_SLOW_CONNECTIONS'] ?? 1000);
@@ -23,10 +22,7 @@ const DRIP_S = 3;
 
 /** Resident set size (KiB) and open descriptors of `pid`. */
 async function footprint(pid: number | undefined): Promise<{ rssKiB: number; fds: number }> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const rssKiB = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  const fds = (await readdir(`/proc/${pid}/fd`)).length;
-  return { rssKiB, fds };
+  return { rssKiB: (await rssMiB(pid)) * 1024, fds: await openFds(pid) };
 }
 
 /** The slow clients: each keeps one connection sending a head that never ends. */
@@ -131,12 +127,7 @@ async function runEngine(engine: string, node: string): Promise<void> {
 async function main(): Promise<void> {
   let fleet: FleetHandle | null = null;
   try {
-    fleet = await startFleet({
-      nodes: 1,
-      profile: loadSimProfile('fast'),
-      speedFactors: [1],
-      process: 'child',
-    });
+    fleet = await startOneFastNode();
     process.stdout.write(
       `slowloris: ${slowCount} slow connections (a header byte every ${DRIP_S} s, reconnecting when closed), ` +
         `autocannon -c 10 -d ${duration} GET /v1/models, node ${process.version}\n`,

@@ -14,6 +14,7 @@ import { Agent, request } from 'undici';
 import { stopChild, type Child } from '../env/child-process.js';
 import { startSimChild } from '../env/fleet-handle.js';
 import { freePort } from '../env/free-port.js';
+import { rssMiB } from '../env/proc-stats.js';
 import { serveChild } from '../env/sluice-process.js';
 
 /** How a run goes. */
@@ -77,12 +78,6 @@ routes:
 
 async function fdCount(pid: number): Promise<number> {
   return (await readdir(`/proc/${pid}/fd`)).length;
-}
-
-async function rssMb(pid: number): Promise<number> {
-  const { readFile } = await import('node:fs/promises');
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
 
 function mean(xs: readonly number[]): number {
@@ -178,7 +173,7 @@ export async function runReloadUnderLoad(opts: ReloadLoadOptions = {}): Promise<
         await new Promise((r) => setTimeout(r, 1000));
         if (stop) break;
         result.fds.push(await fdCount(pid));
-        result.rssMb.push(Math.round(await rssMb(pid)));
+        result.rssMb.push(Math.round(await rssMiB(pid)));
       }
     };
 

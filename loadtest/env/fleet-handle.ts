@@ -97,6 +97,12 @@ async function startChildFleet(spec: FleetSpec, timeoutMs: number): Promise<Flee
   return { urls, probe: metricsProbe(urls, spec.profile.max_running), pid: child.process.pid, close };
 }
 
+/** One simulated node of the `fast` profile in a child process: the stand-in node of the benchmarks. */
+export async function startOneFastNode(): Promise<FleetHandle> {
+  const { loadSimProfile } = await import('../sim/profile-loader.js');
+  return startFleet({ nodes: 1, profile: loadSimProfile('fast'), speedFactors: [1], process: 'child' });
+}
+
 /** Starts the fleet `spec` describes on free loopback ports. Rejects with `SLUICE_LOADTEST_FLEET_START_FAILED`. */
 export async function startFleet(spec: FleetSpec, timeoutMs = 15_000): Promise<FleetHandle> {
   if (spec.process === 'child') return startChildFleet(spec, timeoutMs);

@@ -209,7 +209,6 @@ export class AdmissionController {
     if (t.slotOwner !== this) return false;
     const admittedAt = t.slotSinceMs;
     t.slotOwner = null;
-    t.slotSinceMs = -1;
     const inFlightBefore = this.inFlight;
     this.inFlight--;
     const now = this.clock();

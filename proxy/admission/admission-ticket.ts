@@ -24,8 +24,9 @@ export interface AdmissionTicket {
    */
   readonly cost: number;
   /**
-   * Kept by the controller while the ticket holds one of its slots: when the slot was granted
-   * (monotonic ms; -1 when none is held) and by which controller (null when none). They live on
+   * Kept by the controller: when the ticket's slot was granted (monotonic ms; -1 before, kept after
+   * release for the request's own accounting) and which controller it holds a slot of (null when
+   * none). They live on
    * the ticket rather than in a Map of the controller: a Map entry, even deleted, kept request
    * objects alive long enough to be promoted to the old generation, which doubled the bytes
    * promoted per request. Start at -1 and null.

@@ -26,8 +26,7 @@ export class AdmissionGate implements AdmissionTicket {
   readonly cost: number;
   /** When the request was offered to the controller, monotonic ms. */
   readonly offeredAtMs: number;
-  /** When the slot was granted, monotonic ms (for the controller's service-time average); -1 before. */
-  admittedAtMs = -1;
+  /** When the slot was granted, monotonic ms, set by the controller (kept after release); -1 before. */
   slotSinceMs = -1;
   slotOwner: object | null = null;
   private state = WAITING;
@@ -54,13 +53,12 @@ export class AdmissionGate implements AdmissionTicket {
 
   /** Time waited for a slot: until admitted, or until `nowMs` when never admitted, ms. */
   waitedMs(nowMs: number): number {
-    return (this.admittedAtMs >= 0 ? this.admittedAtMs : nowMs) - this.offeredAtMs;
+    return (this.slotSinceMs >= 0 ? this.slotSinceMs : nowMs) - this.offeredAtMs;
   }
 
   /** Marks the gate admitted (by `offer` itself or later from the queue). */
-  admit(nowMs: number): void {
+  admit(): void {
     this.state = ADMITTED;
-    this.admittedAtMs = nowMs;
   }
 
   onAdmitted(): void {
@@ -76,7 +74,7 @@ export class AdmissionGate implements AdmissionTicket {
 
   /** The request is over: frees its slot, or leaves the queue if it was still waiting. */
   close(nowMs: number): void {
-    if (this.state === ADMITTED) this.controller.release(this, nowMs - this.admittedAtMs);
+    if (this.state === ADMITTED) this.controller.release(this, nowMs - this.slotSinceMs);
     else if (this.state === WAITING) this.controller.cancel(this);
     this.state = DONE;
   }

@@ -358,7 +358,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         this.onAdmissionRejected(r);
         return;
       }
-      gate.admit(now);
+      gate.admit();
     }
     this.dispatchFirst();
   }
@@ -366,7 +366,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** A queued request got its slot. */
   onAdmitted(): void {
     if (this.finished) return;
-    this.gate?.admit(nowMs());
+    this.gate?.admit();
     this.dispatchFirst();
   }
 

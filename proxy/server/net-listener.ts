@@ -13,6 +13,9 @@ import { NetConnection } from './net-connection.js';
 import type { ListenerRuntime, RequestIntake } from './request-intake.js';
 import { ALPN_PROTOCOLS, type SwappableTls, type TlsMaterial } from './tls-material.js';
 
+/** The ALPN list every TLS connection offers, built once. */
+const ALPN = [...ALPN_PROTOCOLS];
+
 /** Shortest and longest interval of the deadline sweep, ms. */
 const MIN_SWEEP_MS = 20;
 const MAX_SWEEP_MS = 1000;
@@ -95,7 +98,7 @@ export class NetListener {
     const options: TLSSocketOptions & { highWaterMark: number } = {
       isServer: true,
       secureContext: tls.context,
-      ALPNProtocols: [...ALPN_PROTOCOLS],
+      ALPNProtocols: ALPN,
       highWaterMark: this.rt.config.write_buffer_bytes,
     };
     const secure = new TLSSocket(socket, options);
