@@ -119,7 +119,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     if (count === 0) return null;
     const prompt = req.promptTokens;
     const expected = this.expected;
-    expected.prepare(prompt, req.cost);
+    expected.prepare(prompt, req.cost, cand);
     const rate = expected.rate;
     const queued = expected.queued;
     const rooms = expected.room;

@@ -18,7 +18,6 @@
  * (a node frees KV about as fast as it prefills: both scale with its speed).
  */
 import { DEFAULT_KV_TOKENS } from './node-timing.js';
-import { eligible } from './balance-policy.js';
 import { ratioSamples, type DecayedRatio } from './decayed-ratio.js';
 import { DEFAULT_TTFB_HALF_LIFE_MS } from './ttfb-ewma.js';
 import { FIXED_WORK_TOKENS } from './node-timing.js';
@@ -44,19 +43,19 @@ export class ExpectedTtft {
   private readonly fresh: Float64Array;
   /** Running mean of the prompt tokens of the requests placed, tokens; 0 before the first pick. */
   meanPromptTokens = 0;
-  /** Mean of `queued` over the eligible members for the pick in progress, tokens (0 with none). */
+  /** Mean of `queued` over the candidates of the pick in progress, tokens (0 with none). */
   queuedMean = 0;
   /**
-   * Which series the pick in progress reads: true when some eligible member has streamed first
+   * Which series the pick in progress reads: true when some candidate has streamed first
    * tokens (time to first token), false when only heads of answers that are not streamed are known.
    */
   fromStreams = false;
-  /** False while no eligible member has any sample: estimates are then in tokens, not ms. */
+  /** False while no candidate has any sample: estimates are then in tokens, not ms. */
   probed = false;
   /** `ratioSamples.count` when the rates were last computed; -1: never. */
   private samplesSeen = -1;
-  /** Which members were eligible then (a hash of the flags), since the reference depends on it. */
-  private eligibleSeen = 0;
+  /** Which members were candidates then (a hash of the flags), since the reference depends on it. */
+  private candidatesSeen = 0;
 
   /**
    * `nodes` are the policy's member slots; `halfLifeMs` fades a rate that stopped being refreshed;
@@ -79,12 +78,14 @@ export class ExpectedTtft {
    * KV room (`room`) and queued work (`queued`), then each member's rate (`rate`).
    * A member without samples gets the pool's reference rate (a fair start); a member whose last
    * sample is older than the pool's newest fades toward it by `2^(−age / halfLife)`, so a node that
-   * was slow once is probed again rather than starved. The reference is the mean of the eligible members' rates weighted by that freshness.
+   * was slow once is probed again rather than starved. The reference is the mean of the
+   * candidates' rates weighted by that freshness.
    * With no sample anywhere every rate is 1: the estimate is then the work queued, in tokens.
-   * The rates are recomputed only when a sample arrived or a member's eligibility changed since the
-   * previous pick; otherwise a pick reuses them.
+   * `candidates` holds each slot's candidate weight for this pick (`MemberTable.candidates`, 0 = not
+   * a candidate). The rates are recomputed only when a sample arrived or the set of candidates
+   * changed since the previous pick; otherwise a pick reuses them.
    */
-  prepare(promptTokens: number, cost: number): void {
+  prepare(promptTokens: number, cost: number, candidates: Float64Array): void {
     // HOT
     if (promptTokens > 0) {
       // One arithmetic expression (the first request sets the mean: divisor 1), not a choice between
@@ -108,7 +109,7 @@ export class ExpectedTtft {
       rooms[i] = room;
       const q = t.pendingTokens + t.foreignWaiting(node.scrapedWaiting) * mean + (room < 0 ? -room : 0);
       queued[i] = q;
-      const ok = eligible(node);
+      const ok = candidates[i]! > 0;
       if (ok) {
         sum += q;
         count++;
@@ -116,19 +117,19 @@ export class ExpectedTtft {
       flags = (Math.imul(flags, 31) + (ok ? 1 : 2)) | 0;
     }
     this.queuedMean = count > 0 ? sum / count : 0;
-    if (ratioSamples.count === this.samplesSeen && flags === this.eligibleSeen) return;
+    if (ratioSamples.count === this.samplesSeen && flags === this.candidatesSeen) return;
     this.samplesSeen = ratioSamples.count;
-    this.eligibleSeen = flags;
-    this.computeRates();
+    this.candidatesSeen = flags;
+    this.computeRates(candidates);
   }
 
-  private computeRates(): void {
+  private computeRates(candidates: Float64Array): void {
     const nodes = this.nodes;
     const n = nodes.length;
     let streams = false;
     for (let i = 0; i < n; i++) {
       const node = nodes[i]!;
-      if (node.timing.ttftRate.sumX > 0 && eligible(node)) {
+      if (node.timing.ttftRate.sumX > 0 && candidates[i]! > 0) {
         streams = true;
         break;
       }
@@ -140,7 +141,7 @@ export class ExpectedTtft {
     for (let i = 0; i < n; i++) {
       const node = nodes[i]!;
       const s = series(node, streams);
-      if (s.sumX > 0 && s.updatedMs > newest && eligible(node)) newest = s.updatedMs;
+      if (s.sumX > 0 && s.updatedMs > newest && candidates[i]! > 0) newest = s.updatedMs;
     }
     const fresh = this.fresh;
     const rate = this.rate;
@@ -151,7 +152,7 @@ export class ExpectedTtft {
       const node = nodes[i]!;
       const s = series(node, streams);
       let f = 0;
-      if (s.sumX > 0 && eligible(node)) {
+      if (s.sumX > 0 && candidates[i]! > 0) {
         const age = newest - s.updatedMs;
         f = age > 0 ? Math.pow(2, -age / halfLife) : 1;
         const r = s.sumY / s.sumX;

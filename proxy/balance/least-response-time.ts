@@ -43,7 +43,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
     if (count === 0) return null;
     const expected = this.expected;
     const own = req.promptTokens;
-    expected.prepare(own, req.cost);
+    expected.prepare(own, req.cost, cand);
 
     const rate = expected.rate;
     const queued = expected.queued;
