@@ -41,7 +41,7 @@ function benchFleet(): PoolMember[] {
     node.ttfbEwmaMs = 40 + i * 7;
     node.timing.ttftRate.add(100 / speed, 1000 + 37 * i, 1000 + i, 10_000);
     node.timing.headRate.add(900 / speed, 1000, 1000 + i, 10_000);
-    chargePrefill(node, 500 * (i % 5), 0);
+    chargePrefill(node, 500 * (i % 5));
     node.inFlight = i % 7;
     node.inFlightCost = (i * 997) % 5000;
     node.scrapedWaiting = i % 3;
@@ -117,7 +117,7 @@ function cacheAwareLoop(): () => unknown {
     const node = policy.pick(req, NO_NODES);
     slot.node = node;
     slot.tokens = Math.max(1, req.promptTokens - req.cachedTokens);
-    if (node !== null) chargePrefill(node, slot.tokens, 0);
+    if (node !== null) chargePrefill(node, slot.tokens);
     return node;
   };
   const turns: Turn[] = [];

@@ -6,7 +6,7 @@
  * (`prefix-index.ts`), plus a deterministic home node per affinity key so that instances without
  * shared state agree where a conversation starts. One score, in milliseconds:
  *
- *   expected(node) = rate(node) × (queued(node) + max(1, prompt − cached(node)) + FIXED)
+ *   expected(node) = base(node) + rate(node) × (queued(node) + max(1, prompt − cached(node)) + FIXED)
  *   score(node)    = expected(node) / (weight × weightFactor)
  *   cached(node)  ≤ room(node) = cache_tokens − inFlightCost(node) − cost        (KV left)
  *
@@ -121,6 +121,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     const expected = this.expected;
     expected.prepare(prompt, req.cost, cand);
     const rate = expected.rate;
+    const bases = expected.base;
     const queued = expected.queued;
     const rooms = expected.room;
     const creditLimit = (1 + this.epsilon) * expected.queuedMean + this.spillFloor;
@@ -154,14 +155,15 @@ export class CacheAwarePolicy implements BalancePolicy {
       const w = cand[i]!;
       if (w === 0) continue;
       const r = rate[i]!;
+      const b = bases[i]!;
       const node = nodes[i]!;
       // KV room left for the node's prefix cache once this request holds its own prompt and answer
       // beside the in-flight attempts (a node without room has the missing tokens in `q` already).
       const room = rooms[i]!;
       const q = queued[i]!;
-      // Expected time to first token = r × (q + own prefill + FIXED_WORK_TOKENS), ms. Not even a
-      // fully cached prompt can beat the best so far: the node's index is not read.
-      if ((r * (q + 1 + FIXED_WORK_TOKENS)) / w > bestScore) continue;
+      // Expected time to first token = b + r × (q + own prefill + FIXED_WORK_TOKENS), ms. Not even
+      // a fully cached prompt can beat the best so far: the node's index is not read.
+      if ((b + r * (q + 1 + FIXED_WORK_TOKENS)) / w > bestScore) continue;
       const kv = node.scrapedKvUsage;
       // Share of its cached prefix a node keeps: less and less once its KV cache is nearly full.
       const keep = kv > KV_EVICTING ? (kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING)) : 1;
@@ -174,7 +176,7 @@ export class CacheAwarePolicy implements BalancePolicy {
         // it would need to hold to reach the best score settles most nodes. (A node queued past the
         // credit limit gets no credit; its index is read only for the hit/spill report.)
         if (i !== home && best >= 0 && q <= creditLimit) {
-          const cachedNeeded = q + prompt + FIXED_WORK_TOKENS - (bestScore * w) / r;
+          const cachedNeeded = q + prompt + FIXED_WORK_TOKENS - (bestScore * w - b) / r;
           const blocksNeeded = cachedNeeded / (PROMPT_BLOCK_TOKENS * keep);
           if (blocksNeeded >= n + 2 || cachedNeeded > room) continue;
           // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An
@@ -210,7 +212,7 @@ export class CacheAwarePolicy implements BalancePolicy {
       if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
       if (cached > mostCached) mostCached = cached;
       if (q > creditLimit) cached = 0;
-      const estimate = r * (q + (prompt - cached) + FIXED_WORK_TOKENS);
+      const estimate = b + r * (q + (prompt - cached) + FIXED_WORK_TOKENS);
       const score = estimate / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;

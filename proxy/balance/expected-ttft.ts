@@ -6,11 +6,15 @@
  * which the policies read directly (a double passed to or returned from a call that is not inlined
  * is boxed, an allocation); a pick reads no clock and allocates nothing.
  *
- *   expected(node) = rate(node) × (queued(node) + own + FIXED_WORK_TOKENS)            ms
+ *   expected(node) = base(node) + rate(node) × (queued(node) + own + FIXED_WORK_TOKENS)   ms
  *   queued(node)   = node.timing.pendingTokens                                        tokens
  *                  + max(0, scraped waiting − own attempts waiting then) × mean prompt
  *                  + max(0, −room(node))
  *   room(node)     = kvTokens − node.inFlightCost − cost                             tokens
+ *
+ * `rate` (ms per token of work) and `base` (ms) are the line fitted through the node's samples of
+ * time to first token against the work each found ahead plus its own (`node-timing.ts`), or the
+ * ratio through the origin (`base` 0) until the samples determine a line.
  *
  * `room` is the KV cache the node has left once this request holds its prompt and answer
  * (`cost`) beside the attempts in flight. A node without room for it admits it only when in-flight
@@ -33,6 +37,8 @@ export class ExpectedTtft {
   private readonly halfLifeMs: number;
   /** Per slot, for the pick in progress: ms of time to first token per token of work. */
   readonly rate: Float64Array;
+  /** Per slot, for the pick in progress: ms of time to first token that do not grow with the work. */
+  readonly base: Float64Array;
   /** Per slot, for the pick in progress: prefill work queued ahead of a new request, tokens. */
   readonly queued: Float64Array;
   /** Per slot, for the pick in progress: KV tokens the node has left beside this request (may be < 0). */
@@ -68,6 +74,7 @@ export class ExpectedTtft {
     this.room = new Float64Array(nodes.length);
     this.halfLifeMs = halfLifeMs !== undefined && halfLifeMs > 0 ? halfLifeMs : DEFAULT_TTFB_HALF_LIFE_MS;
     this.rate = new Float64Array(nodes.length);
+    this.base = new Float64Array(nodes.length);
     this.queued = new Float64Array(nodes.length);
     this.fresh = new Float64Array(nodes.length);
   }
@@ -145,9 +152,11 @@ export class ExpectedTtft {
     }
     const fresh = this.fresh;
     const rate = this.rate;
+    const base = this.base;
     const halfLife = this.halfLifeMs;
     let sumFresh = 0;
     let sumFreshRate = 0;
+    let sumFreshBase = 0;
     for (let i = 0; i < n; i++) {
       const node = nodes[i]!;
       const s = series(node, streams);
@@ -155,30 +164,36 @@ export class ExpectedTtft {
       if (s.sumX > 0 && candidates[i]! > 0) {
         const age = newest - s.updatedMs;
         f = age > 0 ? Math.pow(2, -age / halfLife) : 1;
-        const r = s.sumY / s.sumX;
+        const slope = s.lineSlope();
+        const r = slope > 0 ? slope : s.sumY / s.sumX;
+        const b = slope > 0 ? s.lineIntercept(slope) : 0;
         rate[i] = r;
+        base[i] = b;
         sumFresh += f;
         sumFreshRate += f * r;
+        sumFreshBase += f * b;
       }
       fresh[i] = f;
     }
     this.probed = sumFresh > 0;
     const reference = sumFresh > 0 ? sumFreshRate / sumFresh : 1;
+    const referenceBase = sumFresh > 0 ? sumFreshBase / sumFresh : 0;
     for (let i = 0; i < n; i++) {
       const f = fresh[i]!;
       let r = f > 0 ? reference + (rate[i]! - reference) * f : reference;
       if (r < MIN_RATE) r = MIN_RATE;
       rate[i] = r;
+      base[i] = f > 0 ? referenceBase + (base[i]! - referenceBase) * f : referenceBase;
     }
   }
 
   /**
    * Expected time to first token, ms (tokens while not `probed`), of a request whose prefill is
    * `ownTokens` on slot `i`, after `prepare`. For tests and diagnostics: policies compute
-   * `rate[i] × (queued[i] + own + FIXED_WORK_TOKENS)` inline.
+   * `base[i] + rate[i] × (queued[i] + own + FIXED_WORK_TOKENS)` inline.
    */
   estimate(i: number, ownTokens: number): number {
-    return this.rate[i]! * (this.queued[i]! + ownTokens + FIXED_WORK_TOKENS);
+    return this.base[i]! + this.rate[i]! * (this.queued[i]! + ownTokens + FIXED_WORK_TOKENS);
   }
 }
 

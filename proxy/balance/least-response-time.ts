@@ -46,6 +46,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
     expected.prepare(own, req.cost, cand);
 
     const rate = expected.rate;
+    const base = expected.base;
     const queued = expected.queued;
     let best = -1;
     let bestScore = Infinity;
@@ -56,7 +57,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
       const w = cand[i]!;
       if (w === 0) continue;
       const node = nodes[i]!;
-      const estimate = rate[i]! * (queued[i]! + own + FIXED_WORK_TOKENS);
+      const estimate = base[i]! + rate[i]! * (queued[i]! + own + FIXED_WORK_TOKENS);
       const score = estimate / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;

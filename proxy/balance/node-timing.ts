@@ -1,15 +1,19 @@
 /**
  * What Sluice has measured of one node's time to first token, kept on the node for the policies
  * that score by it: the prefill work of this instance's attempts still waiting for their first
- * token (the queue a new request joins), and the node's learned service rate, how many
- * milliseconds it takes per token of that work, learned separately from streamed first tokens and
- * from the heads of answers that are not streamed. The session records; policies only read.
+ * token (the queue a new request joins), and how the node's time to first token grows with the
+ * work a request finds ahead of it plus its own, learned separately from streamed first tokens
+ * and from the heads of answers that are not streamed. The session records; policies only read.
  *
- * The rate is measured as throughput while the queue is not empty: each first token (or head)
- * that ends a piece of queued work adds `(time since the previous one, or since the queue became
- * non-empty) / (its prompt tokens + FIXED_WORK_TOKENS)` to a decayed ratio. So prompts that a node
- * prefills together in one batch share the batch's time, and a node's rate does not depend on how
- * deep its queue was when each request joined it.
+ * Each first token (or head) is one sample: x = the prefill work queued ahead of the attempt when
+ * it was sent + its own + FIXED_WORK_TOKENS, y = its time to first token. `expected-ttft.ts` fits a
+ * line `y = intercept + slope × x` through a node's decayed samples (the ratio through the origin
+ * until the samples determine a line). Latency against the work found ahead, not throughput: an
+ * engine that prefills several queued prompts in one step serves each of them sooner than their
+ * tokens one after another would take, so a throughput rate learned on a busy node reads as a
+ * faster node than an idle one of the same speed, and a policy scoring by it herds requests onto
+ * whichever node happened to batch; the line's slope prices the work ahead at what it really
+ * costs the request and its intercept what every request pays.
  */
 import { DecayedRatio } from './decayed-ratio.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
@@ -42,14 +46,9 @@ export class NodeTiming {
    * can be corrected for the part of it that is this instance's own (see `foreignWaiting`).
    */
   pendingAtScrape = 0;
-  /**
-   * Monotonic time from which the next sample's interval runs, ms: when the queue last became
-   * non-empty, or the last sample, whichever is later.
-   */
-  markMs = 0;
-  /** ms per token of work (prompt + FIXED_WORK_TOKENS) while the queue is busy, from streamed first tokens. */
+  /** Samples of time to first token (ms) against the work ahead and own (tokens), from streams. */
   readonly ttftRate = new DecayedRatio();
-  /** The same from the heads of answers that are not streamed (their work includes the decode). */
+  /** The same from the heads of answers that are not streamed (their time includes the decode). */
   readonly headRate = new DecayedRatio();
 
   /** Requests waiting on the node that did not come from this instance, per the last scrape (0 unknown). */
@@ -61,13 +60,17 @@ export class NodeTiming {
   }
 }
 
-/** Adds an attempt's prompt tokens to its node's prefill queue at dispatch (monotonic `nowMs`). */
-export function chargePrefill(node: UpstreamNode, tokens: number, nowMs: number): void {
+/**
+ * Adds an attempt's prompt tokens to its node's prefill queue at dispatch; returns the work that
+ * was queued ahead of it (tokens), which its sample is taken against.
+ */
+export function chargePrefill(node: UpstreamNode, tokens: number): number {
   // HOT
   const t = node.timing;
-  if (t.pendingCount === 0) t.markMs = nowMs;
+  const ahead = t.pendingTokens;
   t.pendingTokens += tokens;
   t.pendingCount++;
+  return ahead;
 }
 
 /** Takes an attempt's prompt tokens off its node's prefill queue without a sample (cancelled, failed). */
@@ -84,38 +87,47 @@ export function settlePrefill(node: UpstreamNode, tokens: number): void {
 }
 
 /**
- * A streamed answer's first token arrived at monotonic `nowMs` on `node`: when the attempt was
- * charged `tokens` of queued prefill (0: it was not), one service-rate sample ending then, after
- * which its tokens leave the queue. (Its latency goes to the observability series, not here.)
+ * A streamed answer's first token arrived at monotonic `nowMs`, `ttftMs` after its attempt was sent
+ * to `node`: when the attempt was charged `tokens` of prefill (0: it was not) with `aheadTokens`
+ * queued ahead of it, one sample for the node, after which its tokens leave the queue. (Its
+ * latency goes to the observability series too, not from here.)
  */
 export function recordFirstToken(
   node: UpstreamNode,
   tokens: number,
+  aheadTokens: number,
+  ttftMs: number,
   nowMs: number,
   halfLifeMs: number,
 ): void {
   // HOT
-  record(node, node.timing.ttftRate, tokens, nowMs, halfLifeMs);
+  record(node, node.timing.ttftRate, tokens, aheadTokens, ttftMs, nowMs, halfLifeMs);
 }
 
 /** Records the head of an answer that is not streamed, as `recordFirstToken` does a first token. */
-export function recordHead(node: UpstreamNode, tokens: number, nowMs: number, halfLifeMs: number): void {
+export function recordHead(
+  node: UpstreamNode,
+  tokens: number,
+  aheadTokens: number,
+  headMs: number,
+  nowMs: number,
+  halfLifeMs: number,
+): void {
   // HOT
-  record(node, node.timing.headRate, tokens, nowMs, halfLifeMs);
+  record(node, node.timing.headRate, tokens, aheadTokens, headMs, nowMs, halfLifeMs);
 }
 
 function record(
   node: UpstreamNode,
-  rate: DecayedRatio,
+  series: DecayedRatio,
   tokens: number,
+  aheadTokens: number,
+  latencyMs: number,
   nowMs: number,
   halfLifeMs: number,
 ): void {
   // HOT
   if (tokens <= 0) return;
-  const t = node.timing;
-  const interval = nowMs - t.markMs;
-  rate.add(interval > 0 ? interval : 0, tokens + FIXED_WORK_TOKENS, nowMs, halfLifeMs);
-  t.markMs = nowMs;
+  series.add(latencyMs > 0 ? latencyMs : 0, aheadTokens + tokens + FIXED_WORK_TOKENS, nowMs, halfLifeMs);
   settlePrefill(node, tokens);
 }

@@ -58,6 +58,8 @@ export class Attempt {
   sseScan = SSE_LINE_START;
   /** Prompt tokens charged to the node's prefill queue until the first token; 0 when none (prefill-tracking.ts). */
   prefillTokens = 0;
+  /** Prefill work queued on the node ahead of this attempt when it was sent, tokens (prefill-tracking.ts). */
+  prefillAhead = 0;
   /** The policy's expected time to first token at dispatch, ms; -1 when it gave none. */
   expectedTtftMs = -1;
   /** The policy's estimate of the prompt tokens cached on the node; -1 when it gave none. */

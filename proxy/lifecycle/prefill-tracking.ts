@@ -24,7 +24,7 @@ export function trackPrefill(att: Attempt, pool: Pool, req: PickRequest): void {
   let own = req.promptTokens - cached;
   if (own < 1) own = 1;
   att.prefillTokens = own;
-  chargePrefill(att.node, own, att.startMs);
+  att.prefillAhead = chargePrefill(att.node, own);
 }
 
 /** Takes the attempt's work off its node's queue, once (first token, head, or end of the attempt). */
@@ -39,7 +39,14 @@ export function settleAttemptPrefill(att: Attempt): void {
 /** The first event of a streamed attempt arrived at monotonic `nowMs`: one sample for its node and pool. */
 export function firstTokenSample(att: Attempt, pool: Pool, nowMs: number): void {
   // HOT
-  recordFirstToken(att.node, att.prefillTokens, nowMs, pool.ttfbHalfLifeMs);
+  recordFirstToken(
+    att.node,
+    att.prefillTokens,
+    att.prefillAhead,
+    nowMs - att.startMs,
+    nowMs,
+    pool.ttfbHalfLifeMs,
+  );
   att.prefillTokens = 0;
   pool.state.ttft?.add(nowMs - att.startMs);
 }
@@ -50,7 +57,7 @@ export function firstTokenSample(att: Attempt, pool: Pool, nowMs: number): void 
  */
 export function headSample(att: Attempt, pool: Pool, nowMs: number): void {
   // HOT
-  recordHead(att.node, att.prefillTokens, nowMs, pool.ttfbHalfLifeMs);
+  recordHead(att.node, att.prefillTokens, att.prefillAhead, nowMs - att.startMs, nowMs, pool.ttfbHalfLifeMs);
   att.prefillTokens = 0;
   pool.state.ttfb?.add(nowMs - att.startMs);
 }

@@ -84,9 +84,9 @@ describe('cache-aware policy', () => {
     const other = ms.find((m) => m.node !== home)!.node;
     const req = chat(history + words('new question ', 4)); // 2,816 tokens, 2,560 cached at home
     // Home: 0.1 × (queued + 256 + 128); other: 0.1 × (2,816 + 128). Home wins while queued < 2,560.
-    chargePrefill(home, 2000, 0);
+    chargePrefill(home, 2000);
     assert.equal(pick(p, req), home);
-    chargePrefill(home, 1000, 0);
+    chargePrefill(home, 1000);
     const spilled = chat(history + words('new question ', 4));
     assert.equal(pick(p, spilled), other);
     assert.equal(spilled.affinityOutcome, 'spill', 'load won over the cached prefix');
@@ -100,7 +100,7 @@ describe('cache-aware policy', () => {
     const history = words('hot conversation ', 200); // 12,800 tokens: a big saving
     const home = pick(p, chat(history))!;
     // Mean queue 3,000 → limit 2 × 3,000 + 1,000 = 7,000: the home node at 9,000 gets no credit.
-    chargePrefill(home, 9000, 0);
+    chargePrefill(home, 9000);
     const req = chat(history);
     assert.notEqual(pick(p, req), home);
     assert.equal(req.affinityOutcome, 'spill');
@@ -133,7 +133,7 @@ describe('cache-aware policy', () => {
     assert.equal(pick(new CacheAwarePolicy(ms, {}), fresh), home, 'another instance, another index');
     assert.equal(fresh.cachedTokens, 2000);
     // Home: 0.1 × (2,500 + 560 + 128) > elsewhere 0.1 × (2,560 + 128): the wait outweighs the credit.
-    chargePrefill(home, 2500, 0);
+    chargePrefill(home, 2500);
     assert.notEqual(pick(new CacheAwarePolicy(ms, {}), turn()), home);
   });
 
@@ -236,8 +236,9 @@ describe('cache-aware policy', () => {
       s.turns--;
       const req = chat(s.history, `session-${slot}-${s.system}`);
       const node = pick(p, req)!;
-      chargePrefill(node, req.promptTokens - Math.max(0, req.cachedTokens), t);
-      recordFirstToken(node, req.promptTokens - Math.max(0, req.cachedTokens), t + 200, 10_000);
+      const own = req.promptTokens - Math.max(0, req.cachedTokens);
+      const ahead = chargePrefill(node, own);
+      recordFirstToken(node, own, ahead, 200, t + 200, 10_000);
       if (req.cachedTokens > 512) hits++;
       requests++;
       assert.ok(p.indexBytes <= bound);

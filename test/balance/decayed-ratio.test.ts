@@ -35,4 +35,28 @@ describe('DecayedRatio', () => {
     r.reset();
     assert.equal(r.value(), -1);
   });
+
+  it('fits the line through samples spread along it: slope and intercept', () => {
+    const r = new DecayedRatio();
+    for (let i = 0; i < 12; i++) {
+      const x = 500 + 400 * i;
+      r.add(20 + 0.05 * x, x, i, 10_000);
+    }
+    const slope = r.lineSlope();
+    assert.ok(Math.abs(slope - 0.05) < 1e-9, String(slope));
+    assert.ok(Math.abs(r.lineIntercept(slope) - 20) < 1e-6, String(r.lineIntercept(slope)));
+  });
+
+  it('fits no line from too few samples, from samples of one size, or one with a negative intercept', () => {
+    const few = new DecayedRatio();
+    for (let i = 0; i < 5; i++) few.add(20 + 0.05 * (500 + 400 * i), 500 + 400 * i, i, 10_000);
+    assert.equal(few.lineSlope(), -1);
+    const same = new DecayedRatio();
+    for (let i = 0; i < 12; i++) same.add(70 + (i % 2), 1000, i, 10_000);
+    assert.equal(same.lineSlope(), -1);
+    const negative = new DecayedRatio();
+    for (let i = 0; i < 12; i++) negative.add(0.1 * (500 + 400 * i) - 40, 500 + 400 * i, i, 10_000);
+    assert.equal(negative.lineSlope(), -1);
+    assert.ok(negative.value() > 0);
+  });
 });

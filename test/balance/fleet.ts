@@ -90,7 +90,7 @@ export class ClosedLoop {
       node.inFlight++;
       node.inFlightCost += req.cost;
       if (policy.scoresPrefill === true) {
-        chargePrefill(node, req.promptTokens, 0);
+        chargePrefill(node, req.promptTokens);
         this.prompts[this.next] = req.promptTokens;
       }
     }

@@ -8,7 +8,7 @@ import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLeastResponseTime } from '../../proxy/balance/least-response-time.js';
 import type { BalancePolicy, PoolMember } from '../../proxy/balance/balance-policy.js';
-import { FIXED_WORK_TOKENS, chargePrefill } from '../../proxy/balance/node-timing.js';
+import { FIXED_WORK_TOKENS, chargePrefill, recordFirstToken } from '../../proxy/balance/node-timing.js';
 import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { runPolicyConformance } from './conformance.js';
 import { ClosedLoop, TestFleet, request, shares } from './fleet.js';
@@ -56,10 +56,10 @@ describe('least-response-time policy', () => {
     assert.equal(policy.pick(req, []), ms[0]!.node);
     assert.equal(req.expectedTtftMs, 0.1 * (1000 + FIXED_WORK_TOKENS));
     // 0.1 × (3000 + 1128) = 412.8 < 0.4 × 1128 = 451.2: still the fast node.
-    chargePrefill(ms[0]!.node, 3000, 0);
+    chargePrefill(ms[0]!.node, 3000);
     assert.equal(policy.pick(req, []), ms[0]!.node);
     // 0.1 × (4000 + 1128) = 512.8 > 451.2: the slow, idle node now starts the prefill sooner.
-    chargePrefill(ms[0]!.node, 1000, 0);
+    chargePrefill(ms[0]!.node, 1000);
     assert.equal(policy.pick(req, []), ms[1]!.node);
     assert.equal(req.expectedTtftMs, 0.4 * (1000 + FIXED_WORK_TOKENS));
   });
@@ -70,7 +70,7 @@ describe('least-response-time policy', () => {
     rated(ms[1]!.node, 0.1);
     ms[0]!.node.inFlight = 40;
     ms[0]!.node.inFlightCost = 40 * 1500;
-    chargePrefill(ms[1]!.node, 2000, 0);
+    chargePrefill(ms[1]!.node, 2000);
     assert.equal(pickIndex(policy(ms), ms), 0);
   });
 
@@ -81,7 +81,7 @@ describe('least-response-time policy', () => {
     const p = createLeastResponseTime(ms, { cacheTokens: 100_000 });
     // 99,000 tokens in flight + 1,100 for the request: 100 short of 100,000, queued work 100 < 2,000.
     ms[0]!.node.inFlightCost = 99_000;
-    chargePrefill(ms[1]!.node, 2000, 0);
+    chargePrefill(ms[1]!.node, 2000);
     const req = request(null, 1100, 1000);
     assert.equal(p.pick(req, []), ms[0]!.node);
     assert.equal(req.expectedTtftMs, 0.1 * (100 + 1000 + FIXED_WORK_TOKENS));
@@ -111,7 +111,7 @@ describe('least-response-time policy', () => {
     assert.equal(pickIndex(p, ms, 1000), 1);
     // The gauge counted two of this instance's own attempts when it was read: one foreign request.
     ms[0]!.node.timing.pendingAtScrape = 2;
-    chargePrefill(ms[1]!.node, 1500, 0);
+    chargePrefill(ms[1]!.node, 1500);
     assert.equal(pickIndex(p, ms, 1000), 0);
   });
 
@@ -121,14 +121,14 @@ describe('least-response-time policy', () => {
     rated(ms[1]!.node, 0.15);
     const p = policy(ms); // node 2 unprobed: 0.1 ms per token
     assert.equal(pickIndex(p, ms), 0);
-    chargePrefill(ms[0]!.node, 1200, 0); // 0.05 × 2328 = 116 > 0.1 × 1128
+    chargePrefill(ms[0]!.node, 1200); // 0.05 × 2328 = 116 > 0.1 × 1128
     assert.equal(pickIndex(p, ms), 2);
   });
 
   it('balances by queued prefill work alone while no node has a sample, and reports no estimate', () => {
     const ms = fleet.members(1, 1, 1);
-    chargePrefill(ms[0]!.node, 3000, 0);
-    chargePrefill(ms[2]!.node, 1000, 0);
+    chargePrefill(ms[0]!.node, 3000);
+    chargePrefill(ms[2]!.node, 1000);
     const req = request(null, 1000, 900);
     assert.equal(policy(ms).pick(req, []), ms[1]!.node);
     assert.equal(req.expectedTtftMs, -1);
@@ -149,7 +149,7 @@ describe('least-response-time policy', () => {
     const p = createLeastResponseTime(ms, { decayMs: 10_000 });
     rated(ms[0]!.node, 0.05, 100_000);
     rated(ms[1]!.node, 1, 100_000);
-    chargePrefill(ms[0]!.node, 1000, 0); // 0.05 × 2128 = 106 against 1 × 1128
+    chargePrefill(ms[0]!.node, 1000); // 0.05 × 2128 = 106 against 1 × 1128
     assert.equal(pickIndex(p, ms), 0);
     // Ten half-lives older than the newest sample: the slow rate has faded toward the reference
     // (~0.051), so the busy fast node now loses to it.
@@ -157,11 +157,41 @@ describe('least-response-time policy', () => {
     assert.equal(pickIndex(p, ms), 1);
   });
 
+  it('does not take a node that prefilled queued prompts together for a faster one', () => {
+    // Two nodes of one speed: time to first token = 30 ms + 0.02 ms per token of work ahead and own.
+    // Node 0 got requests in pairs (the second found the first's work ahead of it), node 1 one at a
+    // time. A rate learned as throughput reads node 0 as faster (two first tokens per step); the
+    // line fitted to latency against work ahead reads both alike.
+    const ms = fleet.members(1, 1);
+    const [a, b] = [ms[0]!.node, ms[1]!.node];
+    let t = 1000;
+    for (let i = 0; i < 16; i++) {
+      const own = 400 + 150 * (i % 8);
+      const first = chargePrefill(a, own);
+      const second = chargePrefill(a, own);
+      const both = 30 + 0.02 * (2 * own + FIXED_WORK_TOKENS);
+      recordFirstToken(a, own, first, 30 + 0.02 * (first + own + FIXED_WORK_TOKENS), t, H);
+      recordFirstToken(a, own, second, both, t, H);
+      const alone = chargePrefill(b, own);
+      recordFirstToken(b, own, alone, 30 + 0.02 * (alone + own + FIXED_WORK_TOKENS), t, H);
+      t += 50;
+    }
+    const p = policy(ms);
+    const estimates = [0, 1].map((i) => {
+      const r = request(null, 1100, 1000);
+      p.pick(r, i === 0 ? [b] : [a]);
+      return r.expectedTtftMs;
+    });
+    const expected = 30 + 0.02 * (1000 + FIXED_WORK_TOKENS);
+    for (const e of estimates)
+      assert.ok(Math.abs(e - expected) / expected < 0.02, `${estimates.join(', ')} vs ${expected}`);
+  });
+
   it('divides the estimate by weight × weightFactor', () => {
     const ms = fleet.members(2, 1);
     rated(ms[0]!.node, 0.1);
     rated(ms[1]!.node, 0.1);
-    chargePrefill(ms[0]!.node, 1000, 0); // 0.1 × 2128 / 2 = 106.4 < 0.1 × 1128
+    chargePrefill(ms[0]!.node, 1000); // 0.1 × 2128 / 2 = 106.4 < 0.1 × 1128
     const p = policy(ms);
     assert.equal(pickIndex(p, ms), 0);
     ms[0]!.node.weightFactor = 0.5; // 0.1 × 2128 / 1 > 112.8

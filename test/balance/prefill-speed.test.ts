@@ -72,8 +72,8 @@ describe('least-response-time on a node with a 4x slower prefill', { timeout: 12
 
   it('learns the slow node’s rate within 50 requests, then sends it at most a third of the fast node’s picks', async () => {
     await closedLoop(t!.url, 0, 50, 6);
-    const fastRate = fast.timing.ttftRate.value();
-    const slowRate = slow.timing.ttftRate.value();
+    const fastRate = fast.timing.ttftRate.perUnit();
+    const slowRate = slow.timing.ttftRate.perUnit();
     assert.ok(fastRate > 0 && slowRate > 0, `both nodes sampled: ${fastRate}, ${slowRate}`);
     assert.ok(slowRate >= 3 * fastRate, `learned ms/token: slow ${slowRate} vs fast ${fastRate}`);
     // The streams' heads came at once: the head times alone could not tell the nodes apart (a
