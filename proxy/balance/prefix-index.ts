@@ -25,7 +25,9 @@
  * A prompt that extends a recorded one (the next turn of a conversation) matches exactly; one that
  * shares only part of a recorded prompt matches to the last checkpoint of that part (at most
  * CHECKPOINT_BLOCKS − 1 blocks short). Recording costs a quarter of the hash-table writes it would
- * with every block. A generation ends after its share of blocks (or of entries, whichever runs out
+ * with every block. A prompt whose last block is not a checkpoint flags the checkpoint before its
+ * end (ENDS_FLAG), so that a search looks at the blocks after a checkpoint only where a recorded
+ * prompt ended there. A generation ends after its share of blocks (or of entries, whichever runs out
  * first); the tables are sized for one entry per two blocks, half the memory of every block.
  */
 
@@ -36,6 +38,13 @@
 const SLOT_BYTES = 8;
 /** Every how many blocks a prompt is recorded (see the module comment). */
 export const CHECKPOINT_BLOCKS = 4;
+/** Bits of a slot's first int32 that hold the block hash (30-bit, never 0; prompt-blocks.ts). */
+const HASH_BITS = 0x3fffffff;
+/**
+ * Set beside a checkpoint's hash: a prompt recorded in this generation ended within the
+ * CHECKPOINT_BLOCKS − 1 blocks after it (its last block is held after this checkpoint).
+ */
+const ENDS_FLAG = 0x40000000;
 
 export class PrefixIndex {
   /** Prompt blocks recorded into one generation before it becomes the previous one. */
@@ -55,11 +64,18 @@ export class PrefixIndex {
   /** Whether the index has rotated, and whether a rotation has dropped a generation that held entries. */
   private rotated = false;
   private dropped = false;
-  /** Stamp of the entry the last successful `has` found. */
+  /** Stamp of the entry the last successful `has` found, its ENDS_FLAG, and whether it was in `current`. */
   private probeStamp = 0;
-  /** Stamp of the checkpoint the last `atLeast` found held, and the blocks it answered. */
+  private probeEnds = false;
+  private probeCurrent = false;
+  /** The same of the checkpoint the last `atLeast` found held, and the blocks it answered. */
   private heldStamp = 0;
+  private heldEnds = false;
+  private heldCurrent = false;
   private heldBlocks = 0;
+  /** Whether a prompt shorter than CHECKPOINT_BLOCKS blocks (no checkpoint to flag) went into `current` / `previous`. */
+  private shortCurrent = false;
+  private shortPrevious = false;
   /** Stamp of the last block the latest `matchedBlocks` found held. */
   private matchedStamp = 0;
   /** Entries in `current`. */
@@ -101,12 +117,14 @@ export class PrefixIndex {
     // HOT
     let t = this.current;
     let i = find(t, this.mask, h);
+    this.probeCurrent = i >= 0;
     if (i < 0) {
       t = this.previous;
       i = find(t, this.mask, h);
       if (i < 0) return false;
     }
     this.probeStamp = t[i + 1]!;
+    this.probeEnds = (t[i]! & ENDS_FLAG) !== 0;
     return true;
   }
 
@@ -153,6 +171,8 @@ export class PrefixIndex {
     if (k === 0) return 0;
     if (!this.has(hashes[k - 1]!)) return -1;
     this.heldStamp = this.probeStamp;
+    this.heldEnds = this.probeEnds;
+    this.heldCurrent = this.probeCurrent;
     this.heldBlocks = k;
     return k;
   }
@@ -160,9 +180,9 @@ export class PrefixIndex {
   /**
    * How many leading blocks of `hashes` are held. The blocks of one prompt are recorded and aged
    * together, so a held checkpoint means held blocks before it: a binary search for the last held
-   * checkpoint, then a look at the few blocks after it (where a recorded prompt may have ended),
-   * O(log n) lookups. `held`, when given, is a count of leading blocks the caller already found held
-   * (`atLeast`); the search starts there.
+   * checkpoint, then, when the checkpoint is flagged (a recorded prompt ended within the next few
+   * blocks), a look at those blocks; O(log n) lookups. `held`, when given, is a count of leading
+   * blocks the caller already found held (`atLeast`); the search starts there.
    */
   matchedBlocks(hashes: Int32Array, held = 0): number {
     // HOT
@@ -175,31 +195,47 @@ export class PrefixIndex {
     // Checkpoint j is block j × CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS − 1; search j in [lo, hi).
     let lo = held >= CHECKPOINT_BLOCKS ? ((held / CHECKPOINT_BLOCKS) | 0) - 1 : -1; // held (or none)
     let hi = ((n - 1) / CHECKPOINT_BLOCKS) | 0; // not held (or past the prompt)
-    // The stamp of checkpoint lo: from `atLeast` when it gave `held` (checked below if not found again).
+    // Checkpoint lo's stamp, flag and generation: from `atLeast` when it gave `held` (looked up
+    // below if not found again).
     let loStamp = this.heldStamp;
+    let loEnds = this.heldEnds;
+    let loCurrent = this.heldCurrent;
     let loProbed = lo < 0;
     while (hi - lo > 1) {
       const mid = (lo + hi) >>> 1;
       if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) {
         lo = mid;
         loStamp = this.probeStamp;
+        loEnds = this.probeEnds;
+        loCurrent = this.probeCurrent;
         loProbed = true;
       } else hi = mid;
     }
     const base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint (< n)
-    // A recorded prompt that this one extends ended within the next few blocks: its last block.
-    let top = base + CHECKPOINT_BLOCKS - 1;
-    if (top > n - 1) top = n - 1;
-    for (let i = top - 1; i >= base; i--) {
-      if (this.has(hashes[i]!)) {
-        this.matchedStamp = this.probeStamp;
-        return i + 1;
-      }
-    }
-    // A `held` that is not what the last `atLeast` answered: the stamp is looked up once.
+    // A `held` that is not what the last `atLeast` answered: checkpoint lo is looked up once.
     if (!loProbed && held !== this.heldBlocks) {
       this.has(hashes[base - 1]!);
       loStamp = this.probeStamp;
+      loEnds = this.probeEnds;
+      loCurrent = this.probeCurrent;
+    }
+    // A recorded prompt that this one extends may have ended within the next few blocks: its last
+    // block. Only where one did: checkpoint lo is flagged in the generation that recorded it (the
+    // copy in `current` may be newer than the one flagged in `previous`).
+    let ended = lo < 0 ? this.shortCurrent || this.shortPrevious : loEnds;
+    if (!ended && lo >= 0 && loCurrent && this.rotated) {
+      const i = find(this.previous, this.mask, hashes[base - 1]!);
+      ended = i >= 0 && (this.previous[i]! & ENDS_FLAG) !== 0;
+    }
+    if (ended) {
+      let top = base + CHECKPOINT_BLOCKS - 1;
+      if (top > n - 1) top = n - 1;
+      for (let i = top - 1; i >= base; i--) {
+        if (this.has(hashes[i]!)) {
+          this.matchedStamp = this.probeStamp;
+          return i + 1;
+        }
+      }
     }
     this.matchedStamp = loStamp;
     return base;
@@ -230,6 +266,22 @@ export class PrefixIndex {
       this.touch(hashes[i]!);
     }
     if (from < n) this.touch(hashes[n - 1]!);
+    // A last block that is not a checkpoint flags the checkpoint before it (in the generation that
+    // now holds it: `previous` if this recording rotated in between).
+    const tail = (n - 1) % CHECKPOINT_BLOCKS;
+    if (tail !== CHECKPOINT_BLOCKS - 1) {
+      if (n - 1 < CHECKPOINT_BLOCKS) this.shortCurrent = true;
+      else {
+        const h = hashes[n - 2 - tail]!;
+        let t = this.current;
+        let i = find(t, this.mask, h);
+        if (i < 0) {
+          t = this.previous;
+          i = find(t, this.mask, h);
+        }
+        if (i >= 0) t[i] = t[i]! | ENDS_FLAG;
+      }
+    }
     this.blocks += n - from;
     if (this.blocks >= this.generationBlocks) this.rotate();
   }
@@ -240,6 +292,8 @@ export class PrefixIndex {
     this.previous.fill(0);
     this.rotated = false;
     this.dropped = false;
+    this.shortCurrent = false;
+    this.shortPrevious = false;
     this.count = 0;
     this.blocks = 0;
   }
@@ -251,7 +305,7 @@ export class PrefixIndex {
     let i = h & mask;
     for (;;) {
       const v = t[2 * i]!;
-      if (v === h) {
+      if ((v & HASH_BITS) === h) {
         t[2 * i + 1] = this.clock;
         return;
       }
@@ -272,6 +326,8 @@ export class PrefixIndex {
     old.fill(0);
     this.previous = this.current;
     this.current = old;
+    this.shortPrevious = this.shortCurrent;
+    this.shortCurrent = false;
     this.count = 0;
     this.blocks = 0;
   }
@@ -283,7 +339,7 @@ function find(t: Int32Array, mask: number, h: number): number {
   let i = h & mask;
   for (;;) {
     const v = t[2 * i]!;
-    if (v === h) return 2 * i;
+    if ((v & HASH_BITS) === h) return 2 * i;
     if (v === 0) return -1;
     i = (i + 1) & mask;
   }
