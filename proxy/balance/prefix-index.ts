@@ -64,14 +64,10 @@ export class PrefixIndex {
   /** Whether the index has rotated, and whether a rotation has dropped a generation that held entries. */
   private rotated = false;
   private dropped = false;
-  /** Stamp of the entry the last successful `has` found, its ENDS_FLAG, and whether it was in `current`. */
+  /** Stamp of the entry the last successful `has` found. */
   private probeStamp = 0;
-  private probeEnds = false;
-  private probeCurrent = false;
-  /** The same of the checkpoint the last `atLeast` found held, and the blocks it answered. */
+  /** Stamp of the checkpoint the last `atLeast` found held, and the blocks it answered. */
   private heldStamp = 0;
-  private heldEnds = false;
-  private heldCurrent = false;
   private heldBlocks = 0;
   /** Whether a prompt shorter than CHECKPOINT_BLOCKS blocks (no checkpoint to flag) went into `current` / `previous`. */
   private shortCurrent = false;
@@ -117,14 +113,12 @@ export class PrefixIndex {
     // HOT
     let t = this.current;
     let i = find(t, this.mask, h);
-    this.probeCurrent = i >= 0;
     if (i < 0) {
       t = this.previous;
       i = find(t, this.mask, h);
       if (i < 0) return false;
     }
     this.probeStamp = t[i + 1]!;
-    this.probeEnds = (t[i]! & ENDS_FLAG) !== 0;
     return true;
   }
 
@@ -171,8 +165,6 @@ export class PrefixIndex {
     if (k === 0) return 0;
     if (!this.has(hashes[k - 1]!)) return -1;
     this.heldStamp = this.probeStamp;
-    this.heldEnds = this.probeEnds;
-    this.heldCurrent = this.probeCurrent;
     this.heldBlocks = k;
     return k;
   }
@@ -195,39 +187,21 @@ export class PrefixIndex {
     // Checkpoint j is block j × CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS − 1; search j in [lo, hi).
     let lo = held >= CHECKPOINT_BLOCKS ? ((held / CHECKPOINT_BLOCKS) | 0) - 1 : -1; // held (or none)
     let hi = ((n - 1) / CHECKPOINT_BLOCKS) | 0; // not held (or past the prompt)
-    // Checkpoint lo's stamp, flag and generation: from `atLeast` when it gave `held` (looked up
-    // below if not found again).
+    // The stamp of checkpoint lo: from `atLeast` when it gave `held` (checked below if not found again).
     let loStamp = this.heldStamp;
-    let loEnds = this.heldEnds;
-    let loCurrent = this.heldCurrent;
     let loProbed = lo < 0;
     while (hi - lo > 1) {
       const mid = (lo + hi) >>> 1;
       if (this.has(hashes[mid * CHECKPOINT_BLOCKS + CHECKPOINT_BLOCKS - 1]!)) {
         lo = mid;
         loStamp = this.probeStamp;
-        loEnds = this.probeEnds;
-        loCurrent = this.probeCurrent;
         loProbed = true;
       } else hi = mid;
     }
     const base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint (< n)
-    // A `held` that is not what the last `atLeast` answered: checkpoint lo is looked up once.
-    if (!loProbed && held !== this.heldBlocks) {
-      this.has(hashes[base - 1]!);
-      loStamp = this.probeStamp;
-      loEnds = this.probeEnds;
-      loCurrent = this.probeCurrent;
-    }
     // A recorded prompt that this one extends may have ended within the next few blocks: its last
-    // block. Only where one did: checkpoint lo is flagged in the generation that recorded it (the
-    // copy in `current` may be newer than the one flagged in `previous`).
-    let ended = lo < 0 ? this.shortCurrent || this.shortPrevious : loEnds;
-    if (!ended && lo >= 0 && loCurrent && this.rotated) {
-      const i = find(this.previous, this.mask, hashes[base - 1]!);
-      ended = i >= 0 && (this.previous[i]! & ENDS_FLAG) !== 0;
-    }
-    if (ended) {
+    // block. Only where one did (`endsAfter`).
+    if (lo < 0 ? this.shortCurrent || this.shortPrevious : this.endsAfter(hashes[base - 1]!)) {
       let top = base + CHECKPOINT_BLOCKS - 1;
       if (top > n - 1) top = n - 1;
       for (let i = top - 1; i >= base; i--) {
@@ -237,8 +211,27 @@ export class PrefixIndex {
         }
       }
     }
+    // A `held` that is not what the last `atLeast` answered: the stamp is looked up once.
+    if (!loProbed && held !== this.heldBlocks) {
+      this.has(hashes[base - 1]!);
+      loStamp = this.probeStamp;
+    }
     this.matchedStamp = loStamp;
     return base;
+  }
+
+  /**
+   * True when a prompt recorded in a generation that holds checkpoint `h` ended within the few
+   * blocks after it: its ENDS_FLAG in `current`, or in `previous` (the copy in `current` may be
+   * newer than the flagged one). A second look at an entry the search just found.
+   */
+  private endsAfter(h: number): boolean {
+    // HOT
+    const i = find(this.current, this.mask, h);
+    if (i >= 0 && (this.current[i]! & ENDS_FLAG) !== 0) return true;
+    if (i >= 0 && !this.rotated) return false;
+    const j = find(this.previous, this.mask, h);
+    return j >= 0 && (this.previous[j]! & ENDS_FLAG) !== 0;
   }
 
   /**
