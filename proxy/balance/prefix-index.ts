@@ -25,7 +25,9 @@
  * A prompt that extends a recorded one (the next turn of a conversation) matches exactly; one that
  * shares only part of a recorded prompt matches to the last checkpoint of that part (at most
  * CHECKPOINT_BLOCKS − 1 blocks short). Recording costs a quarter of the hash-table writes it would
- * with every block. A generation ends after its share of blocks (or of entries, whichever runs out
+ * with every block. A prompt whose last block is not a checkpoint flags the checkpoint before its
+ * end (ENDS_FLAG), so that a search looks at the blocks after a checkpoint only where a recorded
+ * prompt ended there. A generation ends after its share of blocks (or of entries, whichever runs out
  * first); the tables are sized for one entry per two blocks, half the memory of every block.
  */
 
@@ -36,6 +38,13 @@
 const SLOT_BYTES = 8;
 /** Every how many blocks a prompt is recorded (see the module comment). */
 export const CHECKPOINT_BLOCKS = 4;
+/** Bits of a slot's first int32 that hold the block hash (30-bit, never 0; prompt-blocks.ts). */
+const HASH_BITS = 0x3fffffff;
+/**
+ * Set beside a checkpoint's hash: a prompt recorded in this generation ended within the
+ * CHECKPOINT_BLOCKS − 1 blocks after it (its last block is held after this checkpoint).
+ */
+const ENDS_FLAG = 0x40000000;
 
 export class PrefixIndex {
   /** Prompt blocks recorded into one generation before it becomes the previous one. */
@@ -60,6 +69,9 @@ export class PrefixIndex {
   /** Stamp of the checkpoint the last `atLeast` found held, and the blocks it answered. */
   private heldStamp = 0;
   private heldBlocks = 0;
+  /** Whether a prompt shorter than CHECKPOINT_BLOCKS blocks (no checkpoint to flag) went into `current` / `previous`. */
+  private shortCurrent = false;
+  private shortPrevious = false;
   /** Stamp of the last block the latest `matchedBlocks` found held. */
   private matchedStamp = 0;
   /** Entries in `current`. */
@@ -160,9 +172,9 @@ export class PrefixIndex {
   /**
    * How many leading blocks of `hashes` are held. The blocks of one prompt are recorded and aged
    * together, so a held checkpoint means held blocks before it: a binary search for the last held
-   * checkpoint, then a look at the few blocks after it (where a recorded prompt may have ended),
-   * O(log n) lookups. `held`, when given, is a count of leading blocks the caller already found held
-   * (`atLeast`); the search starts there.
+   * checkpoint, then, when the checkpoint is flagged (a recorded prompt ended within the next few
+   * blocks), a look at those blocks; O(log n) lookups. `held`, when given, is a count of leading
+   * blocks the caller already found held (`atLeast`); the search starts there.
    */
   matchedBlocks(hashes: Int32Array, held = 0): number {
     // HOT
@@ -187,13 +199,16 @@ export class PrefixIndex {
       } else hi = mid;
     }
     const base = (lo + 1) * CHECKPOINT_BLOCKS; // blocks held through the last held checkpoint (< n)
-    // A recorded prompt that this one extends ended within the next few blocks: its last block.
-    let top = base + CHECKPOINT_BLOCKS - 1;
-    if (top > n - 1) top = n - 1;
-    for (let i = top - 1; i >= base; i--) {
-      if (this.has(hashes[i]!)) {
-        this.matchedStamp = this.probeStamp;
-        return i + 1;
+    // A recorded prompt that this one extends may have ended within the next few blocks: its last
+    // block. Only where one did (`endsAfter`).
+    if (lo < 0 ? this.shortCurrent || this.shortPrevious : this.endsAfter(hashes[base - 1]!)) {
+      let top = base + CHECKPOINT_BLOCKS - 1;
+      if (top > n - 1) top = n - 1;
+      for (let i = top - 1; i >= base; i--) {
+        if (this.has(hashes[i]!)) {
+          this.matchedStamp = this.probeStamp;
+          return i + 1;
+        }
       }
     }
     // A `held` that is not what the last `atLeast` answered: the stamp is looked up once.
@@ -203,6 +218,20 @@ export class PrefixIndex {
     }
     this.matchedStamp = loStamp;
     return base;
+  }
+
+  /**
+   * True when a prompt recorded in a generation that holds checkpoint `h` ended within the few
+   * blocks after it: its ENDS_FLAG in `current`, or in `previous` (the copy in `current` may be
+   * newer than the flagged one). A second look at an entry the search just found.
+   */
+  private endsAfter(h: number): boolean {
+    // HOT
+    const i = find(this.current, this.mask, h);
+    if (i >= 0 && (this.current[i]! & ENDS_FLAG) !== 0) return true;
+    if (i >= 0 && !this.rotated) return false;
+    const j = find(this.previous, this.mask, h);
+    return j >= 0 && (this.previous[j]! & ENDS_FLAG) !== 0;
   }
 
   /**
@@ -230,6 +259,22 @@ export class PrefixIndex {
       this.touch(hashes[i]!);
     }
     if (from < n) this.touch(hashes[n - 1]!);
+    // A last block that is not a checkpoint flags the checkpoint before it (in the generation that
+    // now holds it: `previous` if this recording rotated in between).
+    const tail = (n - 1) % CHECKPOINT_BLOCKS;
+    if (tail !== CHECKPOINT_BLOCKS - 1) {
+      if (n - 1 < CHECKPOINT_BLOCKS) this.shortCurrent = true;
+      else {
+        const h = hashes[n - 2 - tail]!;
+        let t = this.current;
+        let i = find(t, this.mask, h);
+        if (i < 0) {
+          t = this.previous;
+          i = find(t, this.mask, h);
+        }
+        if (i >= 0) t[i] = t[i]! | ENDS_FLAG;
+      }
+    }
     this.blocks += n - from;
     if (this.blocks >= this.generationBlocks) this.rotate();
   }
@@ -240,6 +285,8 @@ export class PrefixIndex {
     this.previous.fill(0);
     this.rotated = false;
     this.dropped = false;
+    this.shortCurrent = false;
+    this.shortPrevious = false;
     this.count = 0;
     this.blocks = 0;
   }
@@ -251,7 +298,7 @@ export class PrefixIndex {
     let i = h & mask;
     for (;;) {
       const v = t[2 * i]!;
-      if (v === h) {
+      if ((v & HASH_BITS) === h) {
         t[2 * i + 1] = this.clock;
         return;
       }
@@ -272,6 +319,8 @@ export class PrefixIndex {
     old.fill(0);
     this.previous = this.current;
     this.current = old;
+    this.shortPrevious = this.shortCurrent;
+    this.shortCurrent = false;
     this.count = 0;
     this.blocks = 0;
   }
@@ -283,7 +332,7 @@ function find(t: Int32Array, mask: number, h: number): number {
   let i = h & mask;
   for (;;) {
     const v = t[2 * i]!;
-    if (v === h) return 2 * i;
+    if ((v & HASH_BITS) === h) return 2 * i;
     if (v === 0) return -1;
     i = (i + 1) & mask;
   }

@@ -74,6 +74,15 @@ describe('hash ring', () => {
     assert.equal(new HashRing([], [], 100).locate('k'), -1);
   });
 
+  it('finds the same point as the package’s own lookup for every key', () => {
+    const ring = new HashRing(IDS, WEIGHTS, 100);
+    for (let k = 0; k < 5000; k++) {
+      const key = k % 3 === 0 ? `conversation-${k}` : `${(k * 2654435761) >>> 0}:${k}`;
+      assert.equal(ring.locate(key), ring.packagePoint(key), key);
+    }
+    assert.equal(new HashRing([], [], 100).packagePoint('k'), -1);
+  });
+
   it('gives a position two nodes share to the node whose id sorts first, in any order', () => {
     // Find two ids whose points coincide (a birthday search over ~50k points of 2^31 positions).
     const seen = new Map<number, string>();

@@ -5,8 +5,9 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { PrefixIndex } from '../../proxy/balance/prefix-index.js';
+import { CHECKPOINT_BLOCKS, PrefixIndex } from '../../proxy/balance/prefix-index.js';
 import { promptPrefix } from '../../proxy/balance/affinity-key.js';
+import { Xorshift32 } from '../../proxy/balance/xorshift.js';
 import {
   MAX_PROMPT_CHARS,
   PROMPT_BLOCK_CHARS,
@@ -16,6 +17,32 @@ import {
 
 const text = (seed: string, chars: number): string =>
   seed.repeat(Math.ceil(chars / seed.length)).slice(0, chars);
+
+/**
+ * What a search that looks at every block after the last held checkpoint finds, through `has`
+ * alone: the whole prompt, else the run of held checkpoints from the first, then the last held of
+ * the few blocks after it. The index's own search skips those blocks where no recorded prompt
+ * ended (ENDS_FLAG) and must find the same.
+ */
+function plainMatch(ix: PrefixIndex, hashes: Int32Array): number {
+  const n = hashes.length;
+  if (n === 0) return 0;
+  if (ix.has(hashes[n - 1]!)) return n;
+  let base = 0; // blocks through the run of held checkpoints from the first
+  while (base + CHECKPOINT_BLOCKS - 1 < n - 1 && ix.has(hashes[base + CHECKPOINT_BLOCKS - 1]!)) {
+    base += CHECKPOINT_BLOCKS;
+  }
+  for (let i = Math.min(base + CHECKPOINT_BLOCKS - 1, n - 1) - 1; i >= base; i--) {
+    if (ix.has(hashes[i]!)) return i + 1;
+  }
+  return base;
+}
+
+/** A deterministic draw below `n` for traces. */
+function random(seed: number): (below: number) => number {
+  const x = new Xorshift32(seed);
+  return (below) => x.nextUint32() % below;
+}
 
 describe('prompt block hashes', () => {
   it('hash only full blocks, each covering all text before it', () => {
@@ -179,6 +206,83 @@ describe('PrefixIndex', () => {
     for (let i = 7; i < 9; i++) ix.record(prompt(i)); // 72 blocks: the first generation dropped
     assert.equal(ix.matchedBlocks(prompt(0)), 0);
     assert.equal(ix.forgottenAge, 32 + 8, 'the previous generation and the current one since');
+  });
+
+  it('finds on every node, through a long trace, the prefix a search of every block finds, and its age', () => {
+    // Four nodes with small caches (generations of 134 blocks: many rotations), conversations over
+    // shared system prompts whose turns end anywhere between checkpoints, prompts that share only
+    // part of another, and prompts shorter than a checkpoint.
+    const nodes = Array.from({ length: 4 }, () => new PrefixIndex(200));
+    const next = random(11);
+    const systems = Array.from({ length: 3 }, (_, i) =>
+      text(`system ${i} `, PROMPT_BLOCK_CHARS * (5 + 7 * i) + 40 * i),
+    );
+    const conversations: string[] = [];
+    let checked = 0;
+    let flaggedEnds = 0;
+    for (let step = 0; step < 3000; step++) {
+      const kind = next(10);
+      let prompt: string;
+      if (kind === 0) prompt = text(`short ${next(5)} `, PROMPT_BLOCK_CHARS * (1 + next(3)));
+      else if (kind === 1 && conversations.length > 0) {
+        // Part of a conversation, cut anywhere, then something else.
+        const c = conversations[next(conversations.length)]!;
+        prompt = c.slice(0, next(c.length)) + text(`aside ${step} `, PROMPT_BLOCK_CHARS * (1 + next(4)));
+      } else if (kind < 6 || conversations.length < 8) {
+        const c = systems[next(3)]! + text(`user ${step} `, 30 + next(PROMPT_BLOCK_CHARS * 6));
+        conversations.push(c);
+        if (conversations.length > 24) conversations.splice(next(24), 1);
+        prompt = c;
+      } else {
+        const i = next(conversations.length);
+        const c = conversations[i]! + text(`turn ${step} `, 30 + next(PROMPT_BLOCK_CHARS * 9));
+        conversations[i] = c;
+        prompt = c;
+      }
+      const hashes = blockHashes(prompt);
+      for (const ix of nodes) {
+        const expected = plainMatch(ix, hashes);
+        const got = ix.matchedBlocks(hashes);
+        assert.equal(got, expected, `step ${step}`);
+        if (got > 0) assert.equal(ix.matchedAge, ix.ageOf(hashes[got - 1]!), `age at step ${step}`);
+        if (got > 0 && got % CHECKPOINT_BLOCKS !== 0 && got < hashes.length) flaggedEnds++;
+        checked++;
+      }
+      const k = next(nodes.length);
+      nodes[k]!.record(hashes, nodes[k]!.matchedBlocks(hashes));
+    }
+    assert.equal(checked, 12_000);
+    assert.ok(flaggedEnds > 100, `prompts found to end past a checkpoint: ${flaggedEnds}`);
+  });
+
+  it('still looks past a checkpoint whose newer copy lacks the flag its older one has', () => {
+    const ix = new PrefixIndex(48); // generations of 32 blocks
+    const base = text('a recorded prompt ', PROMPT_BLOCK_CHARS * 6); // 6 blocks: checkpoint 3, ends at 5
+    ix.record(blockHashes(base));
+    for (let i = 0; i < 4; i++) ix.record(blockHashes(text(`filler ${i} `, PROMPT_BLOCK_CHARS * 8)));
+    // Rotated: the prompt is in the previous generation. A prompt sharing its first 4 blocks puts a
+    // new copy of checkpoint 3 in the current one, without the flag.
+    const other = blockHashes(
+      base.slice(0, PROMPT_BLOCK_CHARS * 4) + text('elsewhere ', PROMPT_BLOCK_CHARS * 6),
+    );
+    ix.record(other, ix.matchedBlocks(other));
+    const extended = blockHashes(base + text('and more ', PROMPT_BLOCK_CHARS * 5));
+    assert.equal(ix.matchedBlocks(extended), 6);
+    assert.equal(plainMatch(ix, extended), 6);
+  });
+
+  it('finds a recorded prompt shorter than a checkpoint at the start of a longer one, until it is forgotten', () => {
+    const ix = new PrefixIndex(48);
+    const short = text('two blocks ', PROMPT_BLOCK_CHARS * 2);
+    ix.record(blockHashes(short));
+    const longer = blockHashes(short + text('then a question ', PROMPT_BLOCK_CHARS * 9));
+    assert.equal(ix.matchedBlocks(longer), 2);
+    const fill = (i: number): void => ix.record(blockHashes(text(`filler ${i} `, PROMPT_BLOCK_CHARS * 8)));
+    for (let i = 0; i < 4; i++) fill(i); // one rotation: in the previous generation
+    assert.equal(ix.matchedBlocks(longer), 2);
+    for (let i = 4; i < 8; i++) fill(i); // dropped
+    assert.equal(ix.matchedBlocks(longer), 0);
+    assert.equal(plainMatch(ix, longer), 0);
   });
 
   it('has a fixed memory size, whatever it is fed', () => {
