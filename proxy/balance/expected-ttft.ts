@@ -164,8 +164,9 @@ export class ExpectedTtft {
       if (s.sumX > 0 && candidates[i]! > 0) {
         const age = newest - s.updatedMs;
         f = age > 0 ? Math.pow(2, -age / halfLife) : 1;
+        // One fit serves both (perUnit and base would each fit it again).
         const slope = s.lineSlope();
-        const r = slope > 0 ? slope : s.sumY / s.sumX;
+        const r = slope > 0 ? slope : s.value();
         const b = slope > 0 ? s.lineIntercept(slope) : 0;
         rate[i] = r;
         base[i] = b;
