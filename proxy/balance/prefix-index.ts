@@ -29,6 +29,18 @@
  * end (ENDS_FLAG), so that a search looks at the blocks after a checkpoint only where a recorded
  * prompt ended there. A generation ends after its share of blocks (or of entries, whichever runs out
  * first); the tables are sized for one entry per two blocks, half the memory of every block.
+ *
+ * Dropping a generation does not write its table. Each table has a birth stamp, the clock when it
+ * last became `current`; a slot whose stamp is older than its table's birth is empty, to lookups,
+ * to the end of a probe sequence and to an insertion alike, so a recycled table reads exactly as a
+ * zeroed one would (its entries were all stamped while it was current, before the birth):
+ *
+ *   recycled table [ h9@40 . h2@71 h5@130 . ]   born 120: only h5 is held; h9 and h2 read as empty
+ *
+ * Stamps and births are compared as int32 differences, exact while they are less than 2^30 apart:
+ * a table is zeroed for real when it is recycled 2^30 blocks or more after its last real clearing
+ * (and when it would be born at the clock value it last held entries at, which only a recording
+ * that rotates twice can cause).
  */
 
 /**
@@ -38,6 +50,8 @@
 const SLOT_BYTES = 8;
 /** Every how many blocks a prompt is recorded (see the module comment). */
 export const CHECKPOINT_BLOCKS = 4;
+/** Blocks of clock after a table's last real clearing past which recycling it zeroes it (see above). */
+const WRAP_GUARD_BLOCKS = 1 << 30;
 /** Bits of a slot's first int32 that hold the block hash (30-bit, never 0; prompt-blocks.ts). */
 const HASH_BITS = 0x3fffffff;
 /**
@@ -54,6 +68,14 @@ export class PrefixIndex {
   /** Slot i at [2i] (hash) and [2i + 1] (stamp). */
   private current: Int32Array;
   private previous: Int32Array;
+  /** Clock when `current` / `previous` last became current: older stamps in it are empty slots. */
+  private bornCurrent = 0;
+  private bornPrevious = 0;
+  /** Clock when `current` / `previous` was last zeroed for real (the wrap guard). */
+  private clearedCurrent = 0;
+  private clearedPrevious = 0;
+  /** Clock at the last rotation. */
+  private rotatedAt = 0;
   private readonly mask: number;
   /**
    * Prompt blocks recorded since the index was made (int32, wrapping): the clock of the stamps. A
@@ -79,8 +101,18 @@ export class PrefixIndex {
   /** Prompt blocks recorded into `current` (blocks already held there are not counted again). */
   private blocks = 0;
 
-  /** An index for a node caching about `capacityBlocks` blocks (at least 16). */
-  constructor(capacityBlocks: number) {
+  /**
+   * An index for a node caching about `capacityBlocks` blocks (at least 16). `startClock` is the
+   * block clock's first value (default 0; stamps are compared modulo 2^32, and tests start the
+   * clock next to a wrap).
+   */
+  constructor(capacityBlocks: number, startClock = 0) {
+    this.clock = startClock | 0;
+    this.bornCurrent = this.clock;
+    this.bornPrevious = this.clock;
+    this.clearedCurrent = this.clock;
+    this.clearedPrevious = this.clock;
+    this.rotatedAt = this.clock;
     this.generationBlocks = Math.max(32, Math.ceil((capacityBlocks * 2) / 3));
     // A long prompt takes one entry per CHECKPOINT_BLOCKS blocks, but the next turn of a
     // conversation adds only its few new blocks and one entry for its last block: about one entry
@@ -104,7 +136,12 @@ export class PrefixIndex {
   /** Entries held now (both generations; one in both counts twice), for tests and diagnostics. */
   get size(): number {
     let n = 0;
-    for (const t of [this.current, this.previous]) for (let i = 0; i < t.length; i += 2) if (t[i] !== 0) n++;
+    for (const [t, born] of [
+      [this.current, this.bornCurrent],
+      [this.previous, this.bornPrevious],
+    ] as const) {
+      for (let i = 0; i < t.length; i += 2) if (live(t, i, born)) n++;
+    }
     return n;
   }
 
@@ -112,10 +149,10 @@ export class PrefixIndex {
   has(h: number): boolean {
     // HOT
     let t = this.current;
-    let i = find(t, this.mask, h);
+    let i = find(t, this.mask, h, this.bornCurrent);
     if (i < 0) {
       t = this.previous;
-      i = find(t, this.mask, h);
+      i = find(t, this.mask, h, this.bornPrevious);
       if (i < 0) return false;
     }
     this.probeStamp = t[i + 1]!;
@@ -227,10 +264,10 @@ export class PrefixIndex {
    */
   private endsAfter(h: number): boolean {
     // HOT
-    const i = find(this.current, this.mask, h);
+    const i = find(this.current, this.mask, h, this.bornCurrent);
     if (i >= 0 && (this.current[i]! & ENDS_FLAG) !== 0) return true;
     if (i >= 0 && !this.rotated) return false;
-    const j = find(this.previous, this.mask, h);
+    const j = find(this.previous, this.mask, h, this.bornPrevious);
     return j >= 0 && (this.previous[j]! & ENDS_FLAG) !== 0;
   }
 
@@ -245,7 +282,10 @@ export class PrefixIndex {
     const n = hashes.length;
     if (n === 0) return;
     let from = 0;
-    const at = matched > 0 && matched <= n ? find(this.current, this.mask, hashes[matched - 1]!) : -1;
+    const at =
+      matched > 0 && matched <= n
+        ? find(this.current, this.mask, hashes[matched - 1]!, this.bornCurrent)
+        : -1;
     if (at >= 0) from = matched;
     // The clock advances by the blocks new to the index, and every entry this prompt touches is
     // stamped with it, the matched prefix's last block too: a cache's use refreshes what it reads.
@@ -267,10 +307,10 @@ export class PrefixIndex {
       else {
         const h = hashes[n - 2 - tail]!;
         let t = this.current;
-        let i = find(t, this.mask, h);
+        let i = find(t, this.mask, h, this.bornCurrent);
         if (i < 0) {
           t = this.previous;
-          i = find(t, this.mask, h);
+          i = find(t, this.mask, h, this.bornPrevious);
         }
         if (i >= 0) t[i] = t[i]! | ENDS_FLAG;
       }
@@ -283,6 +323,8 @@ export class PrefixIndex {
   clear(): void {
     this.current.fill(0);
     this.previous.fill(0);
+    this.clearedCurrent = this.clock;
+    this.clearedPrevious = this.clock;
     this.rotated = false;
     this.dropped = false;
     this.shortCurrent = false;
@@ -295,14 +337,15 @@ export class PrefixIndex {
     // HOT
     const t = this.current;
     const mask = this.mask;
+    const born = this.bornCurrent;
     let i = h & mask;
     for (;;) {
       const v = t[2 * i]!;
+      if (v === 0 || ((t[2 * i + 1]! - born) | 0) < 0) break;
       if ((v & HASH_BITS) === h) {
         t[2 * i + 1] = this.clock;
         return;
       }
-      if (v === 0) break;
       i = (i + 1) & mask;
     }
     t[2 * i] = h;
@@ -310,13 +353,28 @@ export class PrefixIndex {
     if (++this.count >= this.generationEntries) this.rotate();
   }
 
-  /** The oldest generation is evicted; the full one becomes the previous. */
+  /**
+   * The oldest generation is evicted; the full one becomes the previous. The evicted table is
+   * recycled as the current one by its birth stamp (see the module comment), not zeroed.
+   */
   private rotate(): void {
     const old = this.previous;
+    const clock = this.clock;
     // The first rotation drops an empty generation; every later one forgets what it held.
     if (this.rotated) this.dropped = true;
     this.rotated = true;
-    old.fill(0);
+    let cleared = this.clearedPrevious;
+    // Its entries were stamped at most at the last rotation: a birth at that same clock (two
+    // rotations in one recording) would not tell them from new ones; nor would one 2^30 blocks on.
+    if (clock === this.rotatedAt || (clock - cleared) >>> 0 >= WRAP_GUARD_BLOCKS) {
+      old.fill(0);
+      cleared = clock;
+    }
+    this.rotatedAt = clock;
+    this.clearedPrevious = this.clearedCurrent;
+    this.clearedCurrent = cleared;
+    this.bornPrevious = this.bornCurrent;
+    this.bornCurrent = clock;
     this.previous = this.current;
     this.current = old;
     this.shortPrevious = this.shortCurrent;
@@ -326,14 +384,22 @@ export class PrefixIndex {
   }
 }
 
-/** Position in `t` of block hash `h` (its stamp is at the next one), or -1. */
-function find(t: Int32Array, mask: number, h: number): number {
+/**
+ * Position in `t` (born at clock `born`) of block hash `h` (its stamp is at the next one), or -1.
+ * A slot is empty when its hash is 0 or its stamp is older than `born`.
+ */
+function find(t: Int32Array, mask: number, h: number, born: number): number {
   // HOT
   let i = h & mask;
   for (;;) {
     const v = t[2 * i]!;
+    if (v === 0 || ((t[2 * i + 1]! - born) | 0) < 0) return -1;
     if ((v & HASH_BITS) === h) return 2 * i;
-    if (v === 0) return -1;
     i = (i + 1) & mask;
   }
+}
+
+/** True when slot position `i` of `t` (born at clock `born`) holds an entry. */
+function live(t: Int32Array, i: number, born: number): boolean {
+  return t[i] !== 0 && ((t[i + 1]! - born) | 0) >= 0;
 }

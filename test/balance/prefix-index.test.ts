@@ -38,6 +38,69 @@ function plainMatch(ix: PrefixIndex, hashes: Int32Array): number {
   return base;
 }
 
+/**
+ * The index's generations as two maps, the older one dropped whole at each change of generation:
+ * what the index's tables must read as, whatever they do to drop a generation. Same recording
+ * rules as `PrefixIndex.record` (checkpoints, last block, end flags, generations in blocks or
+ * entries); a wrapping int32 clock.
+ */
+class GenerationsModel {
+  current = new Map<number, { stamp: number; ends: boolean }>();
+  previous = new Map<number, { stamp: number; ends: boolean }>();
+  clock: number;
+  private blocks = 0;
+
+  constructor(
+    private readonly ix: PrefixIndex,
+    startClock: number,
+  ) {
+    this.clock = startClock | 0;
+  }
+
+  /** Stamp of `h` as a lookup finds it (the current generation first), or null. */
+  stamp(h: number): number | null {
+    return (this.current.get(h) ?? this.previous.get(h))?.stamp ?? null;
+  }
+
+  get size(): number {
+    return this.current.size + this.previous.size;
+  }
+
+  record(hashes: Int32Array, matched: number): void {
+    const n = hashes.length;
+    if (n === 0) return;
+    const at = matched > 0 && matched <= n ? this.current.get(hashes[matched - 1]!) : undefined;
+    const from = at === undefined ? 0 : matched;
+    this.clock = (this.clock + n - from) | 0;
+    if (at !== undefined) at.stamp = this.clock;
+    for (let i = from; i < n - 1; i++)
+      if (i % CHECKPOINT_BLOCKS === CHECKPOINT_BLOCKS - 1) this.touch(hashes[i]!);
+    if (from < n) this.touch(hashes[n - 1]!);
+    if ((n - 1) % CHECKPOINT_BLOCKS !== CHECKPOINT_BLOCKS - 1 && n - 1 >= CHECKPOINT_BLOCKS) {
+      const h = hashes[n - 2 - ((n - 1) % CHECKPOINT_BLOCKS)]!;
+      const e = this.current.get(h) ?? this.previous.get(h);
+      if (e !== undefined) e.ends = true;
+    }
+    this.blocks += n - from;
+    if (this.blocks >= this.ix.generationBlocks) this.rotate();
+  }
+
+  private touch(h: number): void {
+    const e = this.current.get(h);
+    if (e !== undefined) e.stamp = this.clock;
+    else {
+      this.current.set(h, { stamp: this.clock, ends: false });
+      if (this.current.size >= this.ix.generationEntries) this.rotate();
+    }
+  }
+
+  private rotate(): void {
+    this.previous = this.current;
+    this.current = new Map();
+    this.blocks = 0;
+  }
+}
+
 /** A deterministic draw below `n` for traces. */
 function random(seed: number): (below: number) => number {
   const x = new Xorshift32(seed);
@@ -283,6 +346,76 @@ describe('PrefixIndex', () => {
     for (let i = 4; i < 8; i++) fill(i); // dropped
     assert.equal(ix.matchedBlocks(longer), 0);
     assert.equal(plainMatch(ix, longer), 0);
+  });
+
+  it('reads, through many generation changes, as generations zeroed when dropped would', () => {
+    // Tables dropped by their birth stamp (never zeroed on the way) against the model's maps: every
+    // hash ever recorded is looked up after every recording. Tiny indexes (16 entries a generation)
+    // change generation several times within one long prompt; clocks start at 0 and next to both
+    // int32 wraps.
+    for (const [capacity, startClock] of [
+      [16, 0],
+      [16, 0x7fffff00],
+      [200, -3000],
+      [1000, 0x7ffff000],
+    ] as const) {
+      const ix = new PrefixIndex(capacity, startClock);
+      const model = new GenerationsModel(ix, startClock);
+      const next = random(capacity + 7);
+      const seen = new Set<number>();
+      const prompts: Int32Array[] = [];
+      for (let step = 0; step < 600; step++) {
+        const kind = next(4);
+        let hashes: Int32Array;
+        if (kind === 0 && prompts.length > 0)
+          hashes = prompts[next(prompts.length)]!; // used again
+        else if (kind === 1 && prompts.length > 0) {
+          // The next turn of an earlier prompt.
+          const p = prompts[next(prompts.length)]!;
+          hashes = blockHashes(
+            text(`${p[0]!} turn ${step} `, PROMPT_BLOCK_CHARS * (p.length + 1 + next(12))),
+          );
+          hashes.set(p.subarray(0, Math.min(p.length, hashes.length - 1)));
+        } else {
+          hashes = blockHashes(
+            text(`prompt ${capacity} ${step} `, PROMPT_BLOCK_CHARS * (1 + next(kind === 2 ? 220 : 20))),
+          );
+        }
+        if (prompts.length < 64) prompts.push(hashes);
+        else prompts[next(64)] = hashes;
+        const matched = ix.matchedBlocks(hashes);
+        ix.record(hashes, matched);
+        model.record(hashes, matched);
+        // The entries a recording writes: its checkpoints and its last block.
+        for (let k = CHECKPOINT_BLOCKS - 1; k < hashes.length; k += CHECKPOINT_BLOCKS) seen.add(hashes[k]!);
+        seen.add(hashes[hashes.length - 1]!);
+        for (const h of seen) {
+          const stamp = model.stamp(h);
+          assert.equal(ix.ageOf(h), stamp === null ? -1 : (model.clock - stamp) | 0, `step ${step}`);
+        }
+        assert.equal(ix.size, model.size, `size at step ${step}`);
+        assert.equal(ix.matchedBlocks(hashes), plainMatch(ix, hashes));
+      }
+    }
+  });
+
+  it('zeroes a dropped generation for real before the clock could take old stamps for new ones', () => {
+    const ix = new PrefixIndex(1000); // generations of 667 blocks
+    const gone = blockHashes(text('dropped long ago ', PROMPT_BLOCK_CHARS * 8));
+    ix.record(gone);
+    const fill = (i: number): void => ix.record(blockHashes(text(`filler ${i} `, PROMPT_BLOCK_CHARS * 100)));
+    let i = 0;
+    for (; i < 14; i++) fill(i); // two changes of generation: dropped
+    assert.equal(ix.ageOf(gone[7]!), -1);
+    // 2^31 blocks recorded on the node that never wrote the dropped entry's slot (standing in for
+    // them: the clock moved on), then more changes of generation, each recycling the old tables.
+    assert.equal(typeof Reflect.get(ix, 'clock'), 'number');
+    Reflect.set(ix, 'clock', ((Reflect.get(ix, 'clock') as number) + 2 ** 31) | 0);
+    for (let end = i + 40; i < end; i++) {
+      fill(i);
+      assert.equal(ix.ageOf(gone[7]!), -1, `after filler ${i}`);
+    }
+    assert.equal(ix.matchedBlocks(gone), 0);
   });
 
   it('has a fixed memory size, whatever it is fed', () => {
