@@ -8,6 +8,12 @@
  *   previous [ h15 . h4 . . . h3 . ]   the generation before; a lookup looks in both
  *   when current has taken its share of blocks: previous is dropped, current becomes previous
  *
+ * The two tables are one array, slot by slot, so that a lookup that misses in the current
+ * generation finds the same slots of the previous one in the cache lines it has just read:
+ *
+ *   array [ hA0 sA0 hB0 sB0 | hA1 sA1 hB1 sB1 | ... ]   h = hash, s = stamp; A, B = the two tables
+ *   current = A or B (an offset of 0 or 2 int32s), previous = the other; a rotation swaps them
+ *
  * So the set holds between 2/3 and 4/3 of `capacity` of the most recently used blocks, the node's
  * cache size on average: an LRU with eviction in batches instead of one block at a time.
  *
@@ -30,7 +36,8 @@
  * prompt ended there. A generation ends after its share of blocks (or of entries, whichever runs out
  * first); the tables are sized for one entry per two blocks, half the memory of every block.
  *
- * Dropping a generation does not write its table. Each table has a birth stamp, the clock when it
+ * Dropping a generation does not write its table (it could not be zeroed in one pass: its slots
+ * alternate with the other's). Each table has a birth stamp, the clock when it
  * last became `current`; a slot whose stamp is older than its table's birth is empty, to lookups,
  * to the end of a probe sequence and to an insertion alike, so a recycled table reads exactly as a
  * zeroed one would (its entries were all stamped while it was current, before the birth):
@@ -65,9 +72,11 @@ export class PrefixIndex {
   readonly generationBlocks: number;
   /** Entries one generation holds at most (it becomes the previous one sooner if they run out). */
   readonly generationEntries: number;
-  /** Slot i at [2i] (hash) and [2i + 1] (stamp). */
-  private current: Int32Array;
-  private previous: Int32Array;
+  /** Both tables: slot i of table A at [4i] (hash) and [4i + 1] (stamp), of table B at [4i + 2], [4i + 3]. */
+  private readonly slots: Int32Array;
+  /** Offset in `slots` of the current generation's table (0: A, 2: B) and of the previous one's. */
+  private current = 0;
+  private previous = 2;
   /** Clock when `current` / `previous` last became current: older stamps in it are empty slots. */
   private bornCurrent = 0;
   private bornPrevious = 0;
@@ -124,23 +133,21 @@ export class PrefixIndex {
     let size = 16;
     while (size < this.generationEntries * 2) size *= 2;
     this.mask = size - 1;
-    this.current = new Int32Array(size * 2);
-    this.previous = new Int32Array(size * 2);
+    this.slots = new Int32Array(size * 4);
   }
 
   /** Bytes the index holds, fixed at construction. */
   get memoryBytes(): number {
-    return ((this.current.length + this.previous.length) / 2) * SLOT_BYTES;
+    return (this.slots.length / 2) * SLOT_BYTES;
   }
 
   /** Entries held now (both generations; one in both counts twice), for tests and diagnostics. */
   get size(): number {
+    const t = this.slots;
     let n = 0;
-    for (const [t, born] of [
-      [this.current, this.bornCurrent],
-      [this.previous, this.bornPrevious],
-    ] as const) {
-      for (let i = 0; i < t.length; i += 2) if (live(t, i, born)) n++;
+    for (let i = 0; i < t.length; i += 4) {
+      if (live(t, i + this.current, this.bornCurrent)) n++;
+      if (live(t, i + this.previous, this.bornPrevious)) n++;
     }
     return n;
   }
@@ -148,11 +155,10 @@ export class PrefixIndex {
   /** True when block hash `h` (never 0) is held. */
   has(h: number): boolean {
     // HOT
-    let t = this.current;
-    let i = find(t, this.mask, h, this.bornCurrent);
+    const t = this.slots;
+    let i = find(t, this.mask, h, this.current, this.bornCurrent);
     if (i < 0) {
-      t = this.previous;
-      i = find(t, this.mask, h, this.bornPrevious);
+      i = find(t, this.mask, h, this.previous, this.bornPrevious);
       if (i < 0) return false;
     }
     this.probeStamp = t[i + 1]!;
@@ -264,11 +270,12 @@ export class PrefixIndex {
    */
   private endsAfter(h: number): boolean {
     // HOT
-    const i = find(this.current, this.mask, h, this.bornCurrent);
-    if (i >= 0 && (this.current[i]! & ENDS_FLAG) !== 0) return true;
+    const t = this.slots;
+    const i = find(t, this.mask, h, this.current, this.bornCurrent);
+    if (i >= 0 && (t[i]! & ENDS_FLAG) !== 0) return true;
     if (i >= 0 && !this.rotated) return false;
-    const j = find(this.previous, this.mask, h, this.bornPrevious);
-    return j >= 0 && (this.previous[j]! & ENDS_FLAG) !== 0;
+    const j = find(t, this.mask, h, this.previous, this.bornPrevious);
+    return j >= 0 && (t[j]! & ENDS_FLAG) !== 0;
   }
 
   /**
@@ -282,15 +289,16 @@ export class PrefixIndex {
     const n = hashes.length;
     if (n === 0) return;
     let from = 0;
+    const t = this.slots;
     const at =
       matched > 0 && matched <= n
-        ? find(this.current, this.mask, hashes[matched - 1]!, this.bornCurrent)
+        ? find(t, this.mask, hashes[matched - 1]!, this.current, this.bornCurrent)
         : -1;
     if (at >= 0) from = matched;
     // The clock advances by the blocks new to the index, and every entry this prompt touches is
     // stamped with it, the matched prefix's last block too: a cache's use refreshes what it reads.
     this.clock = (this.clock + n - from) | 0;
-    if (at >= 0) this.current[at + 1] = this.clock;
+    if (at >= 0) t[at + 1] = this.clock;
     for (
       let i = from + ((CHECKPOINT_BLOCKS - 1 - from) & (CHECKPOINT_BLOCKS - 1));
       i < n - 1;
@@ -306,12 +314,8 @@ export class PrefixIndex {
       if (n - 1 < CHECKPOINT_BLOCKS) this.shortCurrent = true;
       else {
         const h = hashes[n - 2 - tail]!;
-        let t = this.current;
-        let i = find(t, this.mask, h, this.bornCurrent);
-        if (i < 0) {
-          t = this.previous;
-          i = find(t, this.mask, h, this.bornPrevious);
-        }
+        let i = find(t, this.mask, h, this.current, this.bornCurrent);
+        if (i < 0) i = find(t, this.mask, h, this.previous, this.bornPrevious);
         if (i >= 0) t[i] = t[i]! | ENDS_FLAG;
       }
     }
@@ -321,8 +325,7 @@ export class PrefixIndex {
 
   /** Forgets everything (the node restarted or its cache was dropped). */
   clear(): void {
-    this.current.fill(0);
-    this.previous.fill(0);
+    this.slots.fill(0);
     this.clearedCurrent = this.clock;
     this.clearedPrevious = this.clock;
     this.rotated = false;
@@ -335,21 +338,23 @@ export class PrefixIndex {
 
   private touch(h: number): void {
     // HOT
-    const t = this.current;
+    const t = this.slots;
     const mask = this.mask;
+    const at = this.current;
     const born = this.bornCurrent;
     let i = h & mask;
     for (;;) {
-      const v = t[2 * i]!;
-      if (v === 0 || ((t[2 * i + 1]! - born) | 0) < 0) break;
+      const k = 4 * i + at;
+      const v = t[k]!;
+      if (v === 0 || ((t[k + 1]! - born) | 0) < 0) break;
       if ((v & HASH_BITS) === h) {
-        t[2 * i + 1] = this.clock;
+        t[k + 1] = this.clock;
         return;
       }
       i = (i + 1) & mask;
     }
-    t[2 * i] = h;
-    t[2 * i + 1] = this.clock;
+    t[4 * i + at] = h;
+    t[4 * i + at + 1] = this.clock;
     if (++this.count >= this.generationEntries) this.rotate();
   }
 
@@ -359,6 +364,7 @@ export class PrefixIndex {
    */
   private rotate(): void {
     const old = this.previous;
+    const t = this.slots;
     const clock = this.clock;
     // The first rotation drops an empty generation; every later one forgets what it held.
     if (this.rotated) this.dropped = true;
@@ -367,7 +373,7 @@ export class PrefixIndex {
     // Its entries were stamped at most at the last rotation: a birth at that same clock (two
     // rotations in one recording) would not tell them from new ones; nor would one 2^30 blocks on.
     if (clock === this.rotatedAt || (clock - cleared) >>> 0 >= WRAP_GUARD_BLOCKS) {
-      old.fill(0);
+      for (let i = old; i < t.length; i += 4) t[i] = 0;
       cleared = clock;
     }
     this.rotatedAt = clock;
@@ -385,21 +391,23 @@ export class PrefixIndex {
 }
 
 /**
- * Position in `t` (born at clock `born`) of block hash `h` (its stamp is at the next one), or -1.
- * A slot is empty when its hash is 0 or its stamp is older than `born`.
+ * Position in `t` of block hash `h` (its stamp is at the next one) in the table at offset `at`
+ * (born at clock `born`), or -1. A slot is empty when its hash is 0 or its stamp is older than
+ * `born`.
  */
-function find(t: Int32Array, mask: number, h: number, born: number): number {
+function find(t: Int32Array, mask: number, h: number, at: number, born: number): number {
   // HOT
   let i = h & mask;
   for (;;) {
-    const v = t[2 * i]!;
-    if (v === 0 || ((t[2 * i + 1]! - born) | 0) < 0) return -1;
-    if ((v & HASH_BITS) === h) return 2 * i;
+    const k = 4 * i + at;
+    const v = t[k]!;
+    if (v === 0 || ((t[k + 1]! - born) | 0) < 0) return -1;
+    if ((v & HASH_BITS) === h) return k;
     i = (i + 1) & mask;
   }
 }
 
-/** True when slot position `i` of `t` (born at clock `born`) holds an entry. */
+/** True when position `i` of `t` (a hash, its table born at clock `born`) holds an entry. */
 function live(t: Int32Array, i: number, born: number): boolean {
   return t[i] !== 0 && ((t[i + 1]! - born) | 0) >= 0;
 }
