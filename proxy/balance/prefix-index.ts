@@ -8,12 +8,6 @@
  *   previous [ h15 . h4 . . . h3 . ]   the generation before; a lookup looks in both
  *   when current has taken its share of blocks: previous is dropped, current becomes previous
  *
- * The two tables are one array, slot by slot, so that a lookup that misses in the current
- * generation finds the same slots of the previous one in the cache lines it has just read:
- *
- *   array [ hA0 sA0 hB0 sB0 | hA1 sA1 hB1 sB1 | ... ]   h = hash, s = stamp; A, B = the two tables
- *   current = A or B (an offset of 0 or 2 int32s), previous = the other; a rotation swaps them
- *
  * So the set holds between 2/3 and 4/3 of `capacity` of the most recently used blocks, the node's
  * cache size on average: an LRU with eviction in batches instead of one block at a time.
  *
@@ -36,11 +30,32 @@
  * prompt ended there. A generation ends after its share of blocks (or of entries, whichever runs out
  * first); the tables are sized for one entry per two blocks, half the memory of every block.
  *
- * Dropping a generation does not write its table (it could not be zeroed in one pass: its slots
- * alternate with the other's). Each table has a birth stamp, the clock when it
- * last became `current`; a slot whose stamp is older than its table's birth is empty, to lookups,
- * to the end of a probe sequence and to an insertion alike, so a recycled table reads exactly as a
- * zeroed one would (its entries were all stamped while it was current, before the birth):
+ * Memory. The two generations' tables are one array, slot beside slot, so that a lookup that
+ * misses in the current generation finds the same slots of the previous one in the cache lines it
+ * has just read:
+ *
+ *   slots  [ hA0 sA0 hB0 sB0 | hA1 sA1 hB1 sB1 | ... ]   h = hash, s = stamp; A, B = the tables
+ *   current = A or B (an offset of 0 or 2 int32s), previous = the other; a rotation swaps them
+ *
+ * Most lookups miss (a node holds few of the prompts asked about), and a pool's tables together
+ * are too large for the processor's nearer caches. So each table has a filter: a bit array, the bit
+ * at a hash's low bits set for every entry put in the table (a Bloom filter of one hash). A lookup
+ * reads the table only where that bit is set, so a miss usually reads the filters alone, which are
+ * small enough to stay cached (the two tables' words alternate, as their slots do). The filters
+ * take 1/16 of the index's bytes:
+ *
+ *   16 × S bytes = tables 15 × S (S − S/16 slots of 16 bytes) + filters S (4 × S bits each)
+ *
+ * with S the power of two at least twice a generation's entries: a table is at most about half
+ * full, and a filter's bit for a hash its table lacks is set with a chance of at most 12 %. A hash
+ * is placed in a table by its high bits, in a filter by its low bits.
+ *
+ * Dropping a generation writes nothing to its table (it could not be zeroed in one pass: its slots
+ * alternate with the other's); only its filter is zeroed. Each table has a birth stamp, the clock
+ * when it last became `current`; a slot whose stamp is older than its table's birth is empty, to
+ * lookups, to the end of a probe sequence and to an insertion alike, so a recycled table reads
+ * exactly as a zeroed one would (its entries were all stamped while it was current, before the
+ * birth):
  *
  *   recycled table [ h9@40 . h2@71 h5@130 . ]   born 120: only h5 is held; h9 and h2 read as empty
  *
@@ -74,6 +89,14 @@ export class PrefixIndex {
   readonly generationEntries: number;
   /** Both tables: slot i of table A at [4i] (hash) and [4i + 1] (stamp), of table B at [4i + 2], [4i + 3]. */
   private readonly slots: Int32Array;
+  /** Slots per table. */
+  private readonly tableSlots: number;
+  /** `tableSlots / 2^30`: a 30-bit hash times this, truncated, is its first slot. */
+  private readonly scale: number;
+  /** Both filters: bit b of table A's in word 2 × (b >>> 5), of table B's in the word after it. */
+  private readonly filter: Int32Array;
+  /** Bits per filter − 1 (a power of two − 1): a hash's bit is `h & filterMask`. */
+  private readonly filterMask: number;
   /** Offset in `slots` of the current generation's table (0: A, 2: B) and of the previous one's. */
   private current = 0;
   private previous = 2;
@@ -85,7 +108,6 @@ export class PrefixIndex {
   private clearedPrevious = 0;
   /** Clock at the last rotation. */
   private rotatedAt = 0;
-  private readonly mask: number;
   /**
    * Prompt blocks recorded since the index was made (int32, wrapping): the clock of the stamps. A
    * node's cache evicts the least recently used blocks, so a prefix whose last use is more blocks
@@ -129,16 +151,19 @@ export class PrefixIndex {
     // so that the index forgets what the node's cache would: measured in entries at one per four
     // blocks, short turns made it forget at about half the capacity.
     this.generationEntries = Math.max(8, Math.ceil(this.generationBlocks / 2));
-    // Load factor at most 1/2, so a probe sequence stays short.
+    // Load factor about 1/2 at most, so a probe sequence stays short (see the module comment).
     let size = 16;
     while (size < this.generationEntries * 2) size *= 2;
-    this.mask = size - 1;
-    this.slots = new Int32Array(size * 4);
+    this.tableSlots = size - size / 16;
+    this.scale = this.tableSlots / 2 ** 30;
+    this.slots = new Int32Array(this.tableSlots * 4);
+    this.filterMask = 4 * size - 1;
+    this.filter = new Int32Array(size / 4);
   }
 
   /** Bytes the index holds, fixed at construction. */
   get memoryBytes(): number {
-    return (this.slots.length / 2) * SLOT_BYTES;
+    return (this.slots.length / 2) * SLOT_BYTES + this.filter.byteLength;
   }
 
   /** Entries held now (both generations; one in both counts twice), for tests and diagnostics. */
@@ -155,14 +180,24 @@ export class PrefixIndex {
   /** True when block hash `h` (never 0) is held. */
   has(h: number): boolean {
     // HOT
-    const t = this.slots;
-    let i = find(t, this.mask, h, this.current, this.bornCurrent);
+    let i = this.findIn(h, this.current, this.bornCurrent);
     if (i < 0) {
-      i = find(t, this.mask, h, this.previous, this.bornPrevious);
+      i = this.findIn(h, this.previous, this.bornPrevious);
       if (i < 0) return false;
     }
-    this.probeStamp = t[i + 1]!;
+    this.probeStamp = this.slots[i + 1]!;
     return true;
+  }
+
+  /**
+   * Position in `slots` of block hash `h` in the table at offset `at` (born at clock `born`), or
+   * -1; the table is read only when its filter lets `h` be there.
+   */
+  private findIn(h: number, at: number, born: number): number {
+    // HOT
+    const b = h & this.filterMask;
+    if ((this.filter[((b >>> 5) << 1) + (at >> 1)]! & (1 << b)) === 0) return -1;
+    return find(this.slots, this.tableSlots, this.scale, h, at, born);
   }
 
   /**
@@ -271,10 +306,10 @@ export class PrefixIndex {
   private endsAfter(h: number): boolean {
     // HOT
     const t = this.slots;
-    const i = find(t, this.mask, h, this.current, this.bornCurrent);
+    const i = this.findIn(h, this.current, this.bornCurrent);
     if (i >= 0 && (t[i]! & ENDS_FLAG) !== 0) return true;
     if (i >= 0 && !this.rotated) return false;
-    const j = find(t, this.mask, h, this.previous, this.bornPrevious);
+    const j = this.findIn(h, this.previous, this.bornPrevious);
     return j >= 0 && (t[j]! & ENDS_FLAG) !== 0;
   }
 
@@ -291,9 +326,7 @@ export class PrefixIndex {
     let from = 0;
     const t = this.slots;
     const at =
-      matched > 0 && matched <= n
-        ? find(t, this.mask, hashes[matched - 1]!, this.current, this.bornCurrent)
-        : -1;
+      matched > 0 && matched <= n ? this.findIn(hashes[matched - 1]!, this.current, this.bornCurrent) : -1;
     if (at >= 0) from = matched;
     // The clock advances by the blocks new to the index, and every entry this prompt touches is
     // stamped with it, the matched prefix's last block too: a cache's use refreshes what it reads.
@@ -314,8 +347,8 @@ export class PrefixIndex {
       if (n - 1 < CHECKPOINT_BLOCKS) this.shortCurrent = true;
       else {
         const h = hashes[n - 2 - tail]!;
-        let i = find(t, this.mask, h, this.current, this.bornCurrent);
-        if (i < 0) i = find(t, this.mask, h, this.previous, this.bornPrevious);
+        let i = this.findIn(h, this.current, this.bornCurrent);
+        if (i < 0) i = this.findIn(h, this.previous, this.bornPrevious);
         if (i >= 0) t[i] = t[i]! | ENDS_FLAG;
       }
     }
@@ -326,6 +359,7 @@ export class PrefixIndex {
   /** Forgets everything (the node restarted or its cache was dropped). */
   clear(): void {
     this.slots.fill(0);
+    this.filter.fill(0);
     this.clearedCurrent = this.clock;
     this.clearedPrevious = this.clock;
     this.rotated = false;
@@ -339,10 +373,10 @@ export class PrefixIndex {
   private touch(h: number): void {
     // HOT
     const t = this.slots;
-    const mask = this.mask;
+    const size = this.tableSlots;
     const at = this.current;
     const born = this.bornCurrent;
-    let i = h & mask;
+    let i = ((h & HASH_BITS) * this.scale) | 0;
     for (;;) {
       const k = 4 * i + at;
       const v = t[k]!;
@@ -351,10 +385,13 @@ export class PrefixIndex {
         t[k + 1] = this.clock;
         return;
       }
-      i = (i + 1) & mask;
+      i = i + 1 === size ? 0 : i + 1;
     }
     t[4 * i + at] = h;
     t[4 * i + at + 1] = this.clock;
+    const b = h & this.filterMask;
+    const w = ((b >>> 5) << 1) + (at >> 1);
+    this.filter[w] = this.filter[w]! | (1 << b);
     if (++this.count >= this.generationEntries) this.rotate();
   }
 
@@ -376,6 +413,8 @@ export class PrefixIndex {
       for (let i = old; i < t.length; i += 4) t[i] = 0;
       cleared = clock;
     }
+    const f = this.filter;
+    for (let i = old >> 1; i < f.length; i += 2) f[i] = 0;
     this.rotatedAt = clock;
     this.clearedPrevious = this.clearedCurrent;
     this.clearedCurrent = cleared;
@@ -391,19 +430,19 @@ export class PrefixIndex {
 }
 
 /**
- * Position in `t` of block hash `h` (its stamp is at the next one) in the table at offset `at`
- * (born at clock `born`), or -1. A slot is empty when its hash is 0 or its stamp is older than
- * `born`.
+ * Position in `t` (tables of `size` slots, `scale` = size / 2^30) of block hash `h` (its stamp is
+ * at the next one) in the table at offset `at` (born at clock `born`), or -1. A slot is empty when
+ * its hash is 0 or its stamp is older than `born`.
  */
-function find(t: Int32Array, mask: number, h: number, at: number, born: number): number {
+function find(t: Int32Array, size: number, scale: number, h: number, at: number, born: number): number {
   // HOT
-  let i = h & mask;
+  let i = ((h & HASH_BITS) * scale) | 0;
   for (;;) {
     const k = 4 * i + at;
     const v = t[k]!;
     if (v === 0 || ((t[k + 1]! - born) | 0) < 0) return -1;
     if ((v & HASH_BITS) === h) return k;
-    i = (i + 1) & mask;
+    i = i + 1 === size ? 0 : i + 1;
   }
 }
 
