@@ -64,7 +64,9 @@ export interface PickRequest {
  */
 export function eligible(node: UpstreamNode): boolean {
   // HOT
-  return node.available && !node.saturated && node.inFlight < node.maxInFlight;
+  // Compared with the literals: a test of truth is a chain of type checks where the compiler does
+  // not know the field holds a boolean; an identity test is one comparison.
+  return node.available === true && node.saturated === false && node.inFlight < node.maxInFlight;
 }
 
 export interface BalancePolicy {
