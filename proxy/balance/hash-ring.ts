@@ -39,7 +39,11 @@ class StableKeyRing extends ConsistentHash<number> {
   }
 }
 
-/** Where `key` lands on the ring (what the package computes from `StableKeyRing`'s hash). */
+/**
+ * Where `key` lands on the ring (what the package computes from `StableKeyRing`'s hash). A 26-bit
+ * hash shifted left by 5 is a multiple of 32 below 2^31, never RING_RANGE (odd): the modulo leaves
+ * it as it is, so the position is `stableHash26(key) << 5`.
+ */
 export function keyPosition(key: string): number {
   return (stableHash26(key) << 5) % RING_RANGE;
 }
@@ -73,6 +77,14 @@ export class HashRing {
   readonly owners: Uint32Array;
   /** Number of points. */
   readonly size: number;
+  /**
+   * Index of the first point at or after the start of each of the ring's 2^k equal buckets (2^k the
+   * least power of two at or above `size`; bucket j starts at position j × 2^31 / 2^k), and `size`
+   * after the last: a lookup reads its bucket's points alone (one on average), not a binary search.
+   */
+  private readonly buckets: Uint32Array;
+  /** A key's 26-bit hash shifted right by this is its bucket. */
+  private readonly bucketShift: number;
   /** The package's ring: point `i` is its node `i`, so a lookup yields the index into `positions`. */
   private readonly ring: StableKeyRing;
 
@@ -101,6 +113,16 @@ export class HashRing {
     this.size = sorted.length;
     this.positions = Uint32Array.from(sorted);
     this.owners = Uint32Array.from(sorted, (p) => owner.get(p)!);
+    let bits = 0;
+    while (1 << bits < this.size && bits < 26) bits++;
+    this.bucketShift = 26 - bits;
+    this.buckets = new Uint32Array((1 << bits) + 1);
+    for (let j = 0, i = 0; j <= 1 << bits; j++) {
+      // 2^31 / 2^bits × j, without passing 2^31 through an int32.
+      const start = j * 2 ** (31 - bits);
+      while (i < this.size && this.positions[i]! < start) i++;
+      this.buckets[j] = i;
+    }
     this.ring = new StableKeyRing({ range: RING_RANGE });
     for (let i = 0; i < this.size; i++) this.ring.add(i, 1, [this.positions[i]!]);
     // The package sorts its points on the first lookup: do it now, not on the first request.
@@ -109,24 +131,28 @@ export class HashRing {
 
   /**
    * Index (into `positions`) of the point `key` belongs to, or -1 for an empty ring: the first point
-   * at or after `keyPosition(key)`, wrapping to point 0, found by a binary search of `positions`.
-   * The package's `get` gives the same point (`packagePoint`), at about twice the cost (a linear
-   * scan of up to 25 points and a lookup in an object keyed by position).
+   * at or after `keyPosition(key)`, wrapping to point 0. The package's `get` gives the same point
+   * (`packagePoint`), at several times the cost (a binary search, then a linear scan of up to 25
+   * points and a lookup in an object keyed by position).
    */
   locate(key: string): number {
     // HOT
+    return this.locateHash(stableHash26(key));
+  }
+
+  /** `locate` of a key whose `stableHash26` is `hash`. */
+  locateHash(hash: number): number {
+    // HOT
     const size = this.size;
     if (size === 0) return -1;
-    const at = (stableHash26(key) << 5) % RING_RANGE; // keyPosition(key), inline
+    const at = hash << 5; // keyPosition(key)
     const positions = this.positions;
-    let lo = 0;
-    let hi = size;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (positions[mid]! < at) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo === size ? 0 : lo;
+    const j = hash >>> this.bucketShift;
+    let i = this.buckets[j]!;
+    const end = this.buckets[j + 1]!;
+    // Points past the bucket's are past its end, so past `at`: the search stops at the bucket's end.
+    while (i < end && positions[i]! < at) i++;
+    return i === size ? 0 : i;
   }
 
   /** The point the package's own lookup gives for `key` (-1 for an empty ring): what `locate` must equal. */

@@ -83,6 +83,32 @@ describe('hash ring', () => {
     assert.equal(new HashRing([], [], 100).packagePoint('k'), -1);
   });
 
+  it('finds from a key hash, through its bucket, the point a scan of every position finds', () => {
+    // Rings of 1 to 700 points; hashes at, just below and just above every bucket's start and every
+    // point's position (26-bit hashes: a position is the hash × 32).
+    for (const [ids, ppw] of [
+      [IDS.slice(0, 1), 0.01],
+      [IDS.slice(0, 2), 0.01],
+      [IDS.slice(0, 3), 0.01],
+      [IDS, 1],
+      [IDS, 10],
+      [IDS, 100],
+    ] as const) {
+      const ring = new HashRing(ids, WEIGHTS, ppw);
+      let bits = 0;
+      while (1 << bits < ring.size) bits++;
+      const hashes: number[] = [0, 2 ** 26 - 1];
+      for (let j = 1; j < 1 << bits; j++) hashes.push(j * 2 ** (26 - bits));
+      for (const p of ring.positions) hashes.push(p >>> 5);
+      for (const h of hashes) {
+        for (const x of [h - 1, h, h + 1]) {
+          if (x < 0 || x >= 2 ** 26) continue;
+          assert.equal(ring.locateHash(x), firstAtOrAfter(ring, x * 32), `${ring.size} points, hash ${x}`);
+        }
+      }
+    }
+  });
+
   it('gives a position two nodes share to the node whose id sorts first, in any order', () => {
     // Find two ids whose points coincide (a birthday search over ~50k points of 2^31 positions).
     const seen = new Map<number, string>();
