@@ -18,6 +18,7 @@ import { createLeastResponseTime } from '../../proxy/balance/least-response-time
 import { chargePrefill, settlePrefill } from '../../proxy/balance/node-timing.js';
 import { blockHashes, type PromptBlocks } from '../../proxy/balance/prompt-blocks.js';
 import { createRoundRobin } from '../../proxy/balance/round-robin.js';
+import { stableHash26 } from '../../proxy/balance/stable-hash.js';
 import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { benchMembers } from './bench-fixtures.js';
 import type { MicroBenchmark } from './micro-benchmark.js';
@@ -83,11 +84,15 @@ function pick(kind: string, factory: (m: PoolMember[]) => BalancePolicy, keyed: 
   };
 }
 
-/** One turn of a benchmark conversation, its prompt blocks hashed once (as the session does). */
+/**
+ * One turn of a benchmark conversation, its prompt blocks and affinity key hashed once (as the
+ * session does, once per request).
+ */
 interface Turn {
   readonly blocks: PromptBlocks;
   readonly prompt: number;
   readonly key: string;
+  readonly keyHash: number;
 }
 
 /** Attempts whose prefill stays charged to their node in the cache-aware benchmark (then settled). */
@@ -96,9 +101,9 @@ const OUTSTANDING = 32;
 /**
  * A cache-aware pick with a warm index: 64 conversations of 8 turns over 8 system prompts were
  * routed first (each turn ~4,000 to ~12,000 tokens, so 60–190 prompt blocks), then each call places
- * a turn of one of them, prompt blocks already hashed (the session hashes once per request). As the
- * session does, each pick charges its uncached prompt to the node's prefill queue, settled 32 picks
- * later, so queues move and the conversations spread over the nodes.
+ * a turn of one of them, its prompt blocks and affinity key already hashed (the session hashes both
+ * once per request). As the session does, each pick charges its uncached prompt to the node's
+ * prefill queue, settled 32 picks later, so queues move and the conversations spread over the nodes.
  */
 function cacheAwareLoop(): () => unknown {
   const policy = createCacheAware(benchFleet(), {});
@@ -129,6 +134,7 @@ function cacheAwareLoop(): () => unknown {
         blocks: { hashes: blockHashes(text), historyTokens: 0 },
         prompt: Math.ceil(text.length / 4),
         key: `conversation-${c}`,
+        keyHash: stableHash26(`conversation-${c}`),
       });
     }
   }
@@ -160,6 +166,10 @@ class TurnRequest implements PickRequest {
 
   get affinityKey(): string {
     return this.turn.key;
+  }
+
+  affinityHash(): number {
+    return this.turn.keyHash;
   }
 
   get promptTokens(): number {

@@ -6,6 +6,7 @@
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import type { PromptBlocks } from './prompt-blocks.js';
+import { stableHash26 } from './stable-hash.js';
 
 /** A node as a member of one pool, with that pool's weight for it. */
 export interface PoolMember {
@@ -29,6 +30,12 @@ export type AffinityOutcome = (typeof AffinityOutcome)[keyof typeof AffinityOutc
 export interface PickRequest {
   /** Affinity key (already extracted per the route's config), or null when there is none. */
   readonly affinityKey: string | null;
+  /**
+   * `stableHash26(affinityKey)` (`stable-hash.ts`), the key's place on the hash ring, computed once
+   * per key however many picks follow (the Session keeps it beside the key); only called when
+   * `affinityKey` is not null. Absent: a policy that needs it hashes the key itself.
+   */
+  affinityHash?(): number;
   /** Estimated work in tokens (prompt estimate + max_tokens); at least 1. */
   readonly cost: number;
   /** Estimated prompt tokens (the prefill work), at least 1; read by policies that score prefill. */
@@ -107,6 +114,12 @@ export interface BalanceOptions {
   indexMaxBytes?: number;
   /** cache-aware: tokens credited to the affinity key's home node when its index has nothing better. */
   homeTokens?: number;
+}
+
+/** The ring hash of `req`'s affinity key `key`: `req.affinityHash()`, or the key hashed here without it. */
+export function affinityHashOf(req: PickRequest, key: string): number {
+  // HOT
+  return req.affinityHash === undefined ? stableHash26(key) : req.affinityHash();
 }
 
 /** The `tried` list of a first attempt: no node used yet. Shared, never mutated. */

@@ -15,7 +15,7 @@
  * tokens queued (`expected-ttft.ts`). A node whose queued prefill is far above the pool's mean gets
  * no cache credit (least-load).
  */
-import { AffinityOutcome } from './balance-policy.js';
+import { AffinityOutcome, affinityHashOf } from './balance-policy.js';
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
 import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
 import { ExpectedTtft } from './expected-ttft.js';
@@ -128,7 +128,8 @@ export class CacheAwarePolicy implements BalancePolicy {
     const pb = req.promptBlocks === undefined ? null : req.promptBlocks();
     const blocks = pb === null ? NO_BLOCKS : pb.hashes;
     const n = blocks.length;
-    const home = this.homeSlot(req.affinityKey);
+    const key = req.affinityKey;
+    const home = key === null ? -1 : this.homeSlot(affinityHashOf(req, key));
     // The home is assumed to hold the key's prefix and the conversation so far (it served the
     // earlier turns unless load moved one): every instance then agrees where a conversation lives,
     // whatever its own index saw, and a conversation that load moved comes back next turn.
@@ -237,12 +238,11 @@ export class CacheAwarePolicy implements BalancePolicy {
     return nodes[best]!;
   }
 
-  /** Member slot of the key's home: the first candidate clockwise from its hash; -1 without a key. */
-  private homeSlot(key: string | null): number {
+  /** Member slot of the key's home: the first candidate clockwise from its ring hash `hash`; -1 for none. */
+  private homeSlot(hash: number): number {
     // HOT
-    if (key === null) return -1;
     const ring = this.ring;
-    const start = ring.locate(key);
+    const start = ring.locateHash(hash);
     if (start < 0) return -1;
     // A down or tried home passes its keys to the next candidate on the ring, as consistent-hash does.
     const owners = ring.owners;

@@ -5,7 +5,7 @@
  * the next distinct node. Requests without a key are placed by least-request.
  */
 import type { BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
-import { AffinityOutcome, eligible } from './balance-policy.js';
+import { AffinityOutcome, affinityHashOf, eligible } from './balance-policy.js';
 import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from './hash-ring.js';
 import { LeastRequestPolicy, type LeastRequestOptions } from './least-request.js';
 import { MemberTable, candidateWeight } from './member-table.js';
@@ -107,7 +107,7 @@ export class ConsistentHashPolicy implements BalancePolicy {
 
     const ring = this.ring;
     const owners = ring.owners;
-    const start = ring.locate(key);
+    const start = ring.locateHash(affinityHashOf(req, key));
     const home = owners[start]!;
     const visited = this.visited;
     if (this.stamp === 0xffffffff) {

@@ -7,6 +7,7 @@
 import { eligible, NO_NODES, type AffinityOutcome, type PickRequest } from '../balance/balance-policy.js';
 import type { AffinitySource } from '../balance/affinity-key.js';
 import { readPromptBlocks, type PromptBlocks } from '../balance/prompt-blocks.js';
+import { stableHash26 } from '../balance/stable-hash.js';
 import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
@@ -114,6 +115,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** The pool serving the request (after split and fallbacks). */
   pool: Pool | null = null;
   affinityKey: string | null = null;
+  /** `stableHash26(affinityKey)`, computed on the first `affinityHash()` call for the key; -1 before. */
+  private keyHash = -1;
   affinityOutcome: AffinityOutcome = 'none';
   /** Written by the policy on each pick (see PickRequest); copied to the attempt. */
   expectedTtftMs = -1;
@@ -216,6 +219,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** The prompt's block hashes for cache-aware balancing (see PickRequest), computed once. */
   promptBlocks(): PromptBlocks {
     return (this.blocks ??= readPromptBlocks(this.json()));
+  }
+
+  /** The affinity key's ring hash (see PickRequest), computed once per key. */
+  affinityHash(): number {
+    // HOT
+    if (this.keyHash < 0) this.keyHash = this.affinityKey === null ? 0 : stableHash26(this.affinityKey);
+    return this.keyHash;
   }
 
   /** Runs the request once its body is complete. */
@@ -421,6 +431,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private usePool(pool: Pool): void {
     this.pool = pool;
     this.affinityKey = pool.affinity === null ? null : pool.affinity(this);
+    this.keyHash = -1;
   }
 
   /** Picks a node (falling back to the route's fallback pools) and dispatches an attempt. */

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { findSluiceRoot } from '../../config/sluice-root.js';
 import { createConsistentHash, type ConsistentHashOptions } from '../../proxy/balance/consistent-hash.js';
 import { HashRing, DEFAULT_POINTS_PER_WEIGHT } from '../../proxy/balance/hash-ring.js';
+import { stableHash26 } from '../../proxy/balance/stable-hash.js';
 import { Xorshift32 } from '../../proxy/balance/xorshift.js';
 import type { BalancePolicy, PoolMember } from '../../proxy/balance/balance-policy.js';
 import { eligible } from '../../proxy/balance/balance-policy.js';
@@ -134,6 +135,17 @@ describe('consistent-hash policy', () => {
       const expected = w / 10;
       assert.ok(Math.abs(share - expected) < 0.2 * expected, `node ${i}: ${share} vs ${expected}`);
     });
+  });
+
+  it('places a request that keeps its key’s ring hash by that hash, as the key itself would be', () => {
+    const policy = createConsistentHash(equalMembers(8), {});
+    for (const key of keys(200)) {
+      // The hash kept beside the key is read instead of hashing the key again: one of another key
+      // places the request where that other key goes.
+      const other = `${key}-other`;
+      const kept = { ...request(key), affinityHash: (): number => stableHash26(other) };
+      assert.equal(policy.pick(kept, [])?.id, policy.pick(request(other), [])?.id, key);
+    }
   });
 
   it('reports hit when the home node serves the key', () => {

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { DEFAULT_POINTS_PER_WEIGHT, HashRing } from '../../proxy/balance/hash-ring.js';
 
 const chat = (headers: Record<string, string> = {}): RequestInit => ({
   method: 'POST',
@@ -118,6 +119,45 @@ describe('traffic split', () => {
     assert.equal(await poolOf(t), 'canary');
     const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
     assert.match(metrics, /sluice_pool_fallback_total\{pool="canary"\} 1/);
+  });
+
+  it('places a retry that falls back to another pool by that pool’s own affinity key', async () => {
+    // The first pool hashes the request's x-first key and its only node fails; the retry falls back
+    // to a pool keyed on x-second, whose ring must place it by x-second's hash, not x-first's.
+    fleet.nodes[0]!.setFaults({ error_rate: 1, error_status: 500 });
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: first
+    nodes:
+      - url: ${fleet.urls[0]}
+    balance: { kind: consistent-hash, affinity: { source: header, name: x-first } }
+    retry_budget: { percent: 100, min_per_second: 100 }
+  - name: second
+    nodes:
+      - url: ${fleet.urls[1]}
+      - url: ${fleet.urls[2]}
+    balance: { kind: consistent-hash, affinity: { source: header, name: x-second } }
+routes:
+  - name: chat
+    match: {}
+    route_header: true
+    pool: first
+    fallback: [second]
+    retries: { max: 1, on: [5xx], base_backoff_ms: 1, max_backoff_ms: 1 }
+`);
+    const ring = new HashRing([fleet.urls[1]!, fleet.urls[2]!], [1, 1], DEFAULT_POINTS_PER_WEIGHT);
+    const homes = new Set<string>();
+    for (let k = 0; k < 16; k++) {
+      const key = `conversation-${k}`;
+      const r = await fetch(`${t.url}/v1/chat/completions`, chat({ 'x-first': 'one key', 'x-second': key }));
+      assert.equal(r.status, 200);
+      await r.arrayBuffer();
+      const route = r.headers.get('x-sluice-route') ?? '';
+      const home = [fleet.urls[1]!, fleet.urls[2]!][ring.owners[ring.locate(key)]!]!;
+      assert.match(route, /pool=second/);
+      assert.ok(route.includes(`node=${home};`), `${key}: ${route}`);
+      homes.add(home);
+    }
+    assert.equal(homes.size, 2, 'the keys have homes on both nodes');
   });
 
   it('mirrors requests to a shadow pool without letting its answers reach the client', async () => {
