@@ -41,8 +41,8 @@
  * are too large for the processor's nearer caches. So each table has a filter: a bit array, the bit
  * at a hash's low bits set for every entry put in the table (a Bloom filter of one hash). A lookup
  * reads the table only where that bit is set, so a miss usually reads the filters alone, which are
- * small enough to stay cached (the two tables' words alternate, as their slots do). The filters
- * take 1/16 of the index's bytes:
+ * small enough to stay cached (table A's filter, then table B's, in one array). The filters take
+ * 1/16 of the index's bytes:
  *
  *   16 × S bytes = tables 15 × S (S − S/16 slots of 16 bytes) + filters S (4 × S bits each)
  *
@@ -93,8 +93,10 @@ export class PrefixIndex {
   private readonly tableSlots: number;
   /** `tableSlots / 2^30`: a 30-bit hash times this, truncated, is its first slot. */
   private readonly scale: number;
-  /** Both filters: bit b of table A's in word 2 × (b >>> 5), of table B's in the word after it. */
+  /** Both filters: bit b of table A's in word b >>> 5, of table B's in word `filterWords` + (b >>> 5). */
   private readonly filter: Int32Array;
+  /** Words of one filter. */
+  private readonly filterWords: number;
   /** Bits per filter − 1 (a power of two − 1): a hash's bit is `h & filterMask`. */
   private readonly filterMask: number;
   /** Offset in `slots` of the current generation's table (0: A, 2: B) and of the previous one's. */
@@ -158,7 +160,8 @@ export class PrefixIndex {
     this.scale = this.tableSlots / 2 ** 30;
     this.slots = new Int32Array(this.tableSlots * 4);
     this.filterMask = 4 * size - 1;
-    this.filter = new Int32Array(size / 4);
+    this.filterWords = size / 8;
+    this.filter = new Int32Array(2 * this.filterWords);
   }
 
   /** Bytes the index holds, fixed at construction. */
@@ -196,7 +199,7 @@ export class PrefixIndex {
   private findIn(h: number, at: number, born: number): number {
     // HOT
     const b = h & this.filterMask;
-    if ((this.filter[((b >>> 5) << 1) + (at >> 1)]! & (1 << b)) === 0) return -1;
+    if ((this.filter[(at >> 1) * this.filterWords + (b >>> 5)]! & (1 << b)) === 0) return -1;
     return find(this.slots, this.tableSlots, this.scale, h, at, born);
   }
 
@@ -390,7 +393,7 @@ export class PrefixIndex {
     t[4 * i + at] = h;
     t[4 * i + at + 1] = this.clock;
     const b = h & this.filterMask;
-    const w = ((b >>> 5) << 1) + (at >> 1);
+    const w = (at >> 1) * this.filterWords + (b >>> 5);
     this.filter[w] = this.filter[w]! | (1 << b);
     if (++this.count >= this.generationEntries) this.rotate();
   }
@@ -413,8 +416,8 @@ export class PrefixIndex {
       for (let i = old; i < t.length; i += 4) t[i] = 0;
       cleared = clock;
     }
-    const f = this.filter;
-    for (let i = old >> 1; i < f.length; i += 2) f[i] = 0;
+    const words = this.filterWords;
+    this.filter.fill(0, (old >> 1) * words, ((old >> 1) + 1) * words);
     this.rotatedAt = clock;
     this.clearedPrevious = this.clearedCurrent;
     this.clearedCurrent = cleared;
