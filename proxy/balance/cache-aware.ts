@@ -114,12 +114,11 @@ export class CacheAwarePolicy implements BalancePolicy {
     // HOT
     const { nodes, length } = this.table;
     const cand = this.candidate;
-    const count = this.table.candidates(tried, cand);
-    req.affinityOutcome = AffinityOutcome.none;
-    if (count === 0) return null;
     const prompt = req.promptTokens;
     const expected = this.expected;
-    expected.prepare(prompt, req.cost, cand);
+    const count = expected.prepare(prompt, req.cost, this.table.weights, tried, cand);
+    req.affinityOutcome = AffinityOutcome.none;
+    if (count === 0) return null;
     const rate = expected.rate;
     const bases = expected.base;
     const queued = expected.queued;

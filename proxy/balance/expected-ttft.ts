@@ -25,6 +25,7 @@ import { DEFAULT_KV_TOKENS } from './node-timing.js';
 import { ratioSamples, type DecayedRatio } from './decayed-ratio.js';
 import { DEFAULT_TTFB_HALF_LIFE_MS } from './ttfb-ewma.js';
 import { FIXED_WORK_TOKENS } from './node-timing.js';
+import { candidateWeight } from './member-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
 /** Picks over which the running mean prompt size is averaged (count-based EWMA window). */
@@ -49,7 +50,7 @@ export class ExpectedTtft {
   private readonly fresh: Float64Array;
   /** Running mean of the prompt tokens of the requests placed, tokens; 0 before the first pick. */
   meanPromptTokens = 0;
-  /** Mean of `queued` over the candidates of the pick in progress, tokens (0 with none). */
+  /** Mean of `queued` over the candidates of the pick in progress, tokens. */
   queuedMean = 0;
   /**
    * Which series the pick in progress reads: true when some candidate has streamed first
@@ -80,30 +81,37 @@ export class ExpectedTtft {
   }
 
   /**
-   * Prepares the estimates of one pick for a request of `promptTokens` and `cost` (prompt and
-   * answer, the KV it will hold): folds the request into the mean prompt size, sets each member's
-   * KV room (`room`) and queued work (`queued`), then each member's rate (`rate`).
+   * Finds the candidates of one pick and prepares their estimates, in one pass over the members:
+   * writes each slot's `candidateWeight` (`member-table.ts`: the gate every pick goes through;
+   * 0 = not a candidate) for member weights `weights` and earlier attempts `tried` into
+   * `candidates`, and returns how many there are. With none, nothing else changes. Else, for a
+   * request of `promptTokens` and `cost` (prompt and answer, the KV it will hold): folds the request
+   * into the mean prompt size, sets each member's KV room (`room`) and queued work (`queued`), then
+   * each member's rate (`rate`).
    * A member without samples gets the pool's reference rate (a fair start); a member whose last
    * sample is older than the pool's newest fades toward it by `2^(−age / halfLife)`, so a node that
    * was slow once is probed again rather than starved. The reference is the mean of the
    * candidates' rates weighted by that freshness.
    * With no sample anywhere every rate is 1: the estimate is then the work queued, in tokens.
-   * `candidates` holds each slot's candidate weight for this pick (`MemberTable.candidates`, 0 = not
-   * a candidate). The rates are recomputed only when a sample arrived or the set of candidates
-   * changed since the previous pick; otherwise a pick reuses them.
+   * The rates are recomputed only when a sample arrived or the set of candidates changed since the
+   * previous pick; otherwise a pick reuses them.
    */
-  prepare(promptTokens: number, cost: number, candidates: Float64Array): void {
+  prepare(
+    promptTokens: number,
+    cost: number,
+    weights: Float64Array,
+    tried: readonly UpstreamNode[],
+    candidates: Float64Array,
+  ): number {
     // HOT
-    if (promptTokens > 0) {
-      // One arithmetic expression (the first request sets the mean: divisor 1), not a choice between
-      // the tagged argument and a double, which the compiler boxes into a heap number per call.
-      const m = this.meanPromptTokens;
-      this.meanPromptTokens = m + (promptTokens - m) / (m === 0 ? 1 : PROMPT_WINDOW);
-    }
+    // The mean with this request folded in; kept only if the pick has a candidate. One arithmetic
+    // expression (the first request sets the mean: divisor 1), not a choice between the tagged
+    // argument and a double, which the compiler boxes into a heap number per call.
+    const m = this.meanPromptTokens;
+    const mean = promptTokens > 0 ? m + (promptTokens - m) / (m === 0 ? 1 : PROMPT_WINDOW) : m;
     const nodes = this.nodes;
     const n = nodes.length;
     const queued = this.queued;
-    const mean = this.meanPromptTokens;
     const rooms = this.room;
     const kv = this.kvTokens;
     let flags = 0;
@@ -111,23 +119,28 @@ export class ExpectedTtft {
     let count = 0;
     for (let i = 0; i < n; i++) {
       const node = nodes[i]!;
+      const w = candidateWeight(node, weights[i]!, tried);
+      candidates[i] = w;
       const t = node.timing;
       const room = kv - node.inFlightCost - cost;
       rooms[i] = room;
       const q = t.pendingTokens + t.foreignWaiting(node.scrapedWaiting) * mean + (room < 0 ? -room : 0);
       queued[i] = q;
-      const ok = candidates[i]! > 0;
+      const ok = w > 0;
       if (ok) {
         sum += q;
         count++;
       }
       flags = (Math.imul(flags, 31) + (ok ? 1 : 2)) | 0;
     }
-    this.queuedMean = count > 0 ? sum / count : 0;
-    if (ratioSamples.count === this.samplesSeen && flags === this.candidatesSeen) return;
+    if (count === 0) return 0;
+    this.meanPromptTokens = mean;
+    this.queuedMean = sum / count;
+    if (ratioSamples.count === this.samplesSeen && flags === this.candidatesSeen) return count;
     this.samplesSeen = ratioSamples.count;
     this.candidatesSeen = flags;
     this.computeRates(candidates);
+    return count;
   }
 
   private computeRates(candidates: Float64Array): void {

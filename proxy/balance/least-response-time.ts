@@ -39,11 +39,9 @@ export class LeastResponseTimePolicy implements BalancePolicy {
     const { nodes, length } = this.table;
     if (length === 0) return null;
     const cand = this.candidate;
-    const count = this.table.candidates(tried, cand);
-    if (count === 0) return null;
     const expected = this.expected;
     const own = req.promptTokens;
-    expected.prepare(own, req.cost, cand);
+    if (expected.prepare(own, req.cost, this.table.weights, tried, cand) === 0) return null;
 
     const rate = expected.rate;
     const base = expected.base;

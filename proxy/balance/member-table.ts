@@ -20,22 +20,6 @@ export class MemberTable {
     this.weights = Float64Array.from(kept, (m) => m.weight);
     this.length = kept.length;
   }
-
-  /**
-   * Writes each slot's `candidateWeight` for this pick into `out` (one slot per member, 0 = not a
-   * candidate) and returns how many slots are candidates.
-   */
-  candidates(tried: readonly UpstreamNode[], out: Float64Array): number {
-    // HOT
-    const { nodes, weights, length } = this;
-    let count = 0;
-    for (let i = 0; i < length; i++) {
-      const w = candidateWeight(nodes[i]!, weights[i]!, tried);
-      out[i] = w;
-      if (w > 0) count++;
-    }
-    return count;
-  }
 }
 
 /** True when `node` is one of `tried` (a short list: the earlier attempts of one request). */
