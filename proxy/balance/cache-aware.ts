@@ -42,6 +42,12 @@ const KV_EVICTING = 0.9;
 
 const NO_BLOCKS = new Int32Array(0);
 
+// A module-local copy of an imported binding: optimised code reads an import through its module
+// cell, checked for initialisation, at every use; a local constant is folded into the code.
+const FIXED_TOKENS = FIXED_WORK_TOKENS;
+const BLOCK_TOKENS = PROMPT_BLOCK_TOKENS;
+const Outcome = AffinityOutcome;
+
 /** Cache-aware over a fixed member list. */
 export class CacheAwarePolicy implements BalancePolicy {
   readonly kind = 'cache-aware';
@@ -79,7 +85,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     );
     const cacheTokens = positive(options.cacheTokens, DEFAULT_CACHE_TOKENS);
     const maxBytes = positive(options.indexMaxBytes, DEFAULT_INDEX_MAX_BYTES);
-    let blocks = Math.ceil(cacheTokens / PROMPT_BLOCK_TOKENS);
+    let blocks = Math.ceil(cacheTokens / BLOCK_TOKENS);
     // Each node's index takes 10–22 bytes per block (two tables sized for one entry per two blocks
     // of a generation's 2/3 of the capacity, at most half full, 8-byte slots: hash and stamp); fit
     // the pool's indexes under the bound.
@@ -117,7 +123,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     const prompt = req.promptTokens;
     const expected = this.expected;
     const count = expected.prepare(prompt, req.cost, this.table.weights, tried, cand);
-    req.affinityOutcome = AffinityOutcome.none;
+    req.affinityOutcome = Outcome.none;
     if (count === 0) return null;
     const rate = expected.rate;
     const bases = expected.base;
@@ -163,7 +169,7 @@ export class CacheAwarePolicy implements BalancePolicy {
       const q = queued[i]!;
       // Expected time to first token = b + r × (q + own prefill + FIXED_WORK_TOKENS), ms. Not even
       // a fully cached prompt can beat the best so far: the node's index is not read.
-      if ((b + r * (q + 1 + FIXED_WORK_TOKENS)) / w > bestScore) continue;
+      if ((b + r * (q + 1 + FIXED_TOKENS)) / w > bestScore) continue;
       const kv = node.scrapedKvUsage;
       // Share of its cached prefix a node keeps: less and less once its KV cache is nearly full.
       const keep = kv > KV_EVICTING ? (kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING)) : 1;
@@ -176,8 +182,8 @@ export class CacheAwarePolicy implements BalancePolicy {
         // it would need to hold to reach the best score settles most nodes. (A node queued past the
         // credit limit gets no credit; its index is read only for the hit/spill report.)
         if (i !== home && best >= 0 && q <= creditLimit) {
-          const cachedNeeded = q + prompt + FIXED_WORK_TOKENS - (bestScore * w - b) / r;
-          const blocksNeeded = cachedNeeded / (PROMPT_BLOCK_TOKENS * keep);
+          const cachedNeeded = q + prompt + FIXED_TOKENS - (bestScore * w - b) / r;
+          const blocksNeeded = cachedNeeded / (BLOCK_TOKENS * keep);
           if (blocksNeeded >= n + 2 || cachedNeeded > room) continue;
           // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An
           // int32, not Math.floor's double, which the call below would box.
@@ -190,12 +196,12 @@ export class CacheAwarePolicy implements BalancePolicy {
         matched = index.matchedBlocks(blocks, held);
         // The node's cache keeps the most recently used blocks that fit beside the in-flight
         // attempts' KV: a prefix last used more blocks ago than that room holds is evicted.
-        if (matched > 0 && index.matchedAge * PROMPT_BLOCK_TOKENS > room) {
+        if (matched > 0 && index.matchedAge * BLOCK_TOKENS > room) {
           matched = 0;
           evicted = true;
         }
       }
-      let cached = matched * PROMPT_BLOCK_TOKENS;
+      let cached = matched * BLOCK_TOKENS;
       // The home's prior stands where this instance knows nothing of the conversation there, and
       // only if what its index has forgotten could still be in the room (else a prefix the index
       // no longer holds, if this instance ever sent it, is surely evicted too).
@@ -203,7 +209,7 @@ export class CacheAwarePolicy implements BalancePolicy {
         i === home &&
         !evicted &&
         cached < homeCredit &&
-        this.indexes[i]!.forgottenAge * PROMPT_BLOCK_TOKENS <= room
+        this.indexes[i]!.forgottenAge * BLOCK_TOKENS <= room
       ) {
         cached = homeCredit;
       }
@@ -212,7 +218,7 @@ export class CacheAwarePolicy implements BalancePolicy {
       if (cached > prompt - 1) cached = prompt > 1 ? prompt - 1 : 0;
       if (cached > mostCached) mostCached = cached;
       if (q > creditLimit) cached = 0;
-      const estimate = b + r * (q + (prompt - cached) + FIXED_WORK_TOKENS);
+      const estimate = b + r * (q + (prompt - cached) + FIXED_TOKENS);
       const score = estimate / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;
@@ -226,7 +232,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     this.cursor = this.cursor + 1 === length ? 0 : this.cursor + 1;
     if (best < 0) return null;
     if (mostCached > 0) {
-      req.affinityOutcome = bestCached >= mostCached ? AffinityOutcome.hit : AffinityOutcome.spill;
+      req.affinityOutcome = bestCached >= mostCached ? Outcome.hit : Outcome.spill;
     }
     req.cachedTokens = bestCached;
     if (expected.probed) {

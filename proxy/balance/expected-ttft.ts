@@ -28,6 +28,10 @@ import { FIXED_WORK_TOKENS } from './node-timing.js';
 import { candidateWeight } from './member-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
+// A module-local copy of an imported binding: optimised code reads an import through its module
+// cell, checked for initialisation, at every use; a local constant is folded into the code.
+const weightOf = candidateWeight;
+
 /** Picks over which the running mean prompt size is averaged (count-based EWMA window). */
 const PROMPT_WINDOW = 256;
 /** Smallest rate used in estimates, ms per token, so that a 0 ms sample cannot cancel the queue. */
@@ -119,7 +123,7 @@ export class ExpectedTtft {
     let count = 0;
     for (let i = 0; i < n; i++) {
       const node = nodes[i]!;
-      const w = candidateWeight(node, weights[i]!, tried);
+      const w = weightOf(node, weights[i]!, tried);
       candidates[i] = w;
       const t = node.timing;
       const room = kv - node.inFlightCost - cost;

@@ -11,6 +11,10 @@ import { MemberTable } from './member-table.js';
 import { FIXED_WORK_TOKENS } from './node-timing.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
+// A module-local copy of an imported binding: optimised code reads an import through its module
+// cell, checked for initialisation, at every use; a local constant is folded into the code.
+const FIXED_TOKENS = FIXED_WORK_TOKENS;
+
 /** Least-response-time over a fixed member list. */
 export class LeastResponseTimePolicy implements BalancePolicy {
   readonly kind = 'least-response-time';
@@ -55,7 +59,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
       const w = cand[i]!;
       if (w === 0) continue;
       const node = nodes[i]!;
-      const estimate = base[i]! + rate[i]! * (queued[i]! + own + FIXED_WORK_TOKENS);
+      const estimate = base[i]! + rate[i]! * (queued[i]! + own + FIXED_TOKENS);
       const score = estimate / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;

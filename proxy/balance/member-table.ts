@@ -6,6 +6,10 @@
 import { eligible, type PoolMember } from './balance-policy.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
+// A module-local copy of an imported binding: optimised code reads an import through its module
+// cell, checked for initialisation, at every use; a local constant is folded into the code.
+const isEligible = eligible;
+
 /** Members with a positive, finite weight, as parallel arrays (index = member slot). */
 export class MemberTable {
   readonly nodes: readonly UpstreamNode[];
@@ -36,7 +40,7 @@ export function wasTried(tried: readonly UpstreamNode[], node: UpstreamNode): bo
  */
 export function candidateWeight(node: UpstreamNode, weight: number, tried: readonly UpstreamNode[]): number {
   // HOT
-  if (!eligible(node) || wasTried(tried, node)) return 0;
+  if (!isEligible(node) || wasTried(tried, node)) return 0;
   const w = weight * node.weightFactor;
   // NaN fails the comparison too, so a corrupt factor takes the node out rather than poisoning sums.
   return w > 0 && w < Infinity ? w : 0;
