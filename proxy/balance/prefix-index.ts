@@ -97,6 +97,9 @@ export class PrefixIndex {
   private readonly filter: Int32Array;
   /** Words of one filter. */
   private readonly filterWords: number;
+  /** Offsets in `filter` of the current and the previous generation's filters. */
+  private currentFilter = 0;
+  private previousFilter = 0;
   /** Bits per filter − 1 (a power of two − 1): a hash's bit is `h & filterMask`. */
   private readonly filterMask: number;
   /** Offset in `slots` of the current generation's table (0: A, 2: B) and of the previous one's. */
@@ -162,6 +165,7 @@ export class PrefixIndex {
     this.filterMask = 4 * size - 1;
     this.filterWords = size / 8;
     this.filter = new Int32Array(2 * this.filterWords);
+    this.previousFilter = this.filterWords;
   }
 
   /** Bytes the index holds, fixed at construction. */
@@ -183,12 +187,18 @@ export class PrefixIndex {
   /** True when block hash `h` (never 0) is held. */
   has(h: number): boolean {
     // HOT
-    let i = this.findIn(h, this.current, this.bornCurrent);
-    if (i < 0) {
-      i = this.findIn(h, this.previous, this.bornPrevious);
-      if (i < 0) return false;
-    }
-    this.probeStamp = this.slots[i + 1]!;
+    // Both filters first (one word each, at the same place in both): most lookups end there.
+    const f = this.filter;
+    const b = h & this.filterMask;
+    const word = b >>> 5;
+    const bit = 1 << b;
+    const inCurrent = (f[this.currentFilter + word]! & bit) !== 0;
+    if (!inCurrent && (f[this.previousFilter + word]! & bit) === 0) return false;
+    const t = this.slots;
+    let i = inCurrent ? find(t, this.tableSlots, this.scale, h, this.current, this.bornCurrent) : -1;
+    if (i < 0) i = this.findIn(h, this.previous, this.bornPrevious);
+    if (i < 0) return false;
+    this.probeStamp = t[i + 1]!;
     return true;
   }
 
@@ -425,6 +435,8 @@ export class PrefixIndex {
     this.bornCurrent = clock;
     this.previous = this.current;
     this.current = old;
+    this.previousFilter = this.currentFilter;
+    this.currentFilter = (old >> 1) * words;
     this.shortPrevious = this.shortCurrent;
     this.shortCurrent = false;
     this.count = 0;
