@@ -187,18 +187,27 @@ export class PrefixIndex {
   /** True when block hash `h` (never 0) is held. */
   has(h: number): boolean {
     // HOT
-    // Both filters first (one word each, at the same place in both): most lookups end there.
+    // Both filters first (one word each, at the same place in both): most lookups end there, in
+    // code small enough to be inlined where it is called.
     const f = this.filter;
     const b = h & this.filterMask;
-    const word = b >>> 5;
     const bit = 1 << b;
-    const inCurrent = (f[this.currentFilter + word]! & bit) !== 0;
-    if (!inCurrent && (f[this.previousFilter + word]! & bit) === 0) return false;
-    const t = this.slots;
-    let i = inCurrent ? find(t, this.tableSlots, this.scale, h, this.current, this.bornCurrent) : -1;
+    if (
+      (f[this.currentFilter + (b >>> 5)]! & bit) === 0 &&
+      (f[this.previousFilter + (b >>> 5)]! & bit) === 0
+    ) {
+      return false;
+    }
+    return this.inTables(h);
+  }
+
+  /** `has` past the filters: the current generation's table (if its filter lets `h` be there), then the previous one's. */
+  private inTables(h: number): boolean {
+    // HOT
+    let i = this.findIn(h, this.current, this.bornCurrent);
     if (i < 0) i = this.findIn(h, this.previous, this.bornPrevious);
     if (i < 0) return false;
-    this.probeStamp = t[i + 1]!;
+    this.probeStamp = this.slots[i + 1]!;
     return true;
   }
 
