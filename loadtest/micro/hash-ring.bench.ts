@@ -1,8 +1,8 @@
 /**
  * Consistent-hash ring lookups, 16 nodes × 100 points, keys as the prompt-prefix source makes them
- * (8 hex digits): the ring on the `consistent-hash` package (our key hash, the package's search),
- * the sorted typed array with a binary search that the ring was before the package, and the package
- * with its own key hash (not used: it bunches similar keys together; see docs/balancing.md).
+ * (8 hex digits): `HashRing.locate` (in use: our key hash, then the ring's bucket table), the sorted
+ * typed array with a binary search that the ring was before the package, and the package with its
+ * own key hash (not used: it bunches similar keys together; see docs/balancing.md).
  */
 import ConsistentHash from 'consistent-hash';
 import { HashRing } from '../../proxy/balance/hash-ring.js';
@@ -50,7 +50,7 @@ function lookup(name: string, build: () => (key: string) => unknown): MicroBench
 }
 
 export const benchmarks: MicroBenchmark[] = [
-  lookup('consistent-hash package with the stable key hash (in use)', () => {
+  lookup('HashRing.locate, stable key hash and bucket table (in use)', () => {
     const ring = new HashRing(
       IDS,
       IDS.map(() => 1),
