@@ -197,13 +197,22 @@ export class PrefixIndex {
     return this.inTables(h);
   }
 
-  /** `has` past the filters: the current generation's table (if its filter lets `h` be there), then the previous one's. */
+  /** `has` past the filters: each generation's table whose filter lets `h` be there, the current one first. */
   private inTables(h: number): boolean {
     // HOT
-    let i = this.findIn(h, this.current, this.bornCurrent);
-    if (i < 0) i = this.findIn(h, this.previous, this.bornPrevious);
+    const f = this.filter;
+    const b = h & this.filterMask;
+    const bit = 1 << b;
+    const t = this.slots;
+    let i = -1;
+    if ((f[this.currentFilter + (b >>> 5)]! & bit) !== 0) {
+      i = find(t, this.tableSlots, this.scale, h, this.current, this.bornCurrent);
+    }
+    if (i < 0 && (f[this.previousFilter + (b >>> 5)]! & bit) !== 0) {
+      i = find(t, this.tableSlots, this.scale, h, this.previous, this.bornPrevious);
+    }
     if (i < 0) return false;
-    this.probeStamp = this.slots[i + 1]!;
+    this.probeStamp = t[i + 1]!;
     return true;
   }
 
