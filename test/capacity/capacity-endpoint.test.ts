@@ -60,6 +60,8 @@ interface OpenLoop {
   meanLatencyBefore(atMs: number, spanMs: number): number;
   /** Stops sending; resolves with every answer's status (0: no answer). */
   stop(): Promise<number[]>;
+  /** Why the first request without an answer failed (null: none failed). */
+  firstError(): unknown;
 }
 
 /** Sends `send()` at a fixed rate until stopped. */
@@ -70,6 +72,7 @@ function openLoop(ratePerS: number, send: () => Promise<Response>): OpenLoop {
   const answeredAt: number[] = [];
   const latencies: number[] = [];
   const answers: Promise<number>[] = [];
+  let firstError: unknown = null;
   const start = performance.now();
   const loop = (async () => {
     while (!stopped) {
@@ -89,7 +92,10 @@ function openLoop(ratePerS: number, send: () => Promise<Response>): OpenLoop {
             latencies.push(done - at);
             return r.status;
           },
-          () => 0,
+          (err: unknown) => {
+            if (firstError === null) firstError = err;
+            return 0;
+          },
         ),
       );
     }
@@ -111,12 +117,20 @@ function openLoop(ratePerS: number, send: () => Promise<Response>): OpenLoop {
       }
       return n === 0 ? NaN : sum / n;
     },
+    firstError: () => firstError,
     stop: async () => {
       stopped = true;
       await loop;
       return Promise.all(answers);
     },
   };
+}
+
+/** A failed request's error with its cause (fetch wraps the socket error), for an assertion message. */
+function describeError(err: unknown): string {
+  if (err === null) return 'none';
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  return `${e.name ?? 'Error'}: ${e.message ?? 'no message'}${e.cause ? ` (${e.cause.code ?? ''} ${e.cause.message ?? ''})` : ''}`;
 }
 
 async function capacity(t: TestSluice): Promise<CapacityView> {
@@ -208,10 +222,12 @@ describe('capacity estimation on a running Sluice', () => {
       }
     } finally {
       const statuses = [...(await chat.stop()), ...(await embed.stop())];
-      assert.deepEqual(
-        statuses.filter((s) => s !== 200),
-        [],
-        'every request answered 200',
+      const failed = statuses.filter((s) => s !== 200);
+      assert.equal(
+        failed.length,
+        0,
+        `${failed.length} of ${statuses.length} requests without a 200 (first statuses ${failed.slice(0, 5).join(', ')}; ` +
+          `first error: chat ${describeError(chat.firstError())}, embeddings ${describeError(embed.firstError())})`,
       );
     }
 
