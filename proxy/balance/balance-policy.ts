@@ -110,6 +110,11 @@ export interface BalanceOptions {
   decayMs?: number;
   /** cache-aware, least-response-time: KV-cache capacity assumed per node (prefix cache and in-flight KV), tokens. */
   cacheTokens?: number;
+  /**
+   * least-response-time, cache-aware: how much a token of prefill queued ahead counts in the score
+   * against a token of the request's own prefill (`expected-ttft.ts`). Default `DEFAULT_QUEUE_WEIGHT`.
+   */
+  queueWeight?: number;
   /** cache-aware: bound of the pool's prefix indexes together, bytes. */
   indexMaxBytes?: number;
   /** cache-aware: tokens credited to the affinity key's home node when its index has nothing better. */

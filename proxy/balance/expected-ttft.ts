@@ -16,6 +16,15 @@
  * time to first token against the work each found ahead plus its own (`node-timing.ts`), or the
  * ratio through the origin (`base` 0) until the samples determine a line.
  *
+ * The policies score a node by the estimate with the queued work counted `queueWeight` times
+ * (least-response-time 4, cache-aware 1 by default): `(expected + (queueWeight − 1) × rate ×
+ * queued) / weight`. A
+ * request that joins a queue delays the requests that arrive behind it until the queue drains, and a
+ * node whose prefill queue never empties runs every step at its token budget, slowing its decodes
+ * and filling its KV cache with them; scored by its own wait alone (weight 1), each request would
+ * fill the fastest node's queue until that wait equalled a slow node's idle prefill
+ * (docs/balancing.md, "Queue weight").
+ *
  * `room` is the KV cache the node has left once this request holds its prompt and answer
  * (`cost`) beside the attempts in flight. A node without room for it admits it only when in-flight
  * answers finish and free theirs; the missing tokens are counted as queued work, at the node's rate
@@ -50,6 +59,8 @@ export class ExpectedTtft {
   readonly room: Float64Array;
   /** KV-cache tokens per node (the pool's `cache_tokens`). */
   readonly kvTokens: number;
+  /** Weight of a token of queued work against one of the request's own in the policies' scores (≥ 1). */
+  readonly queueWeight: number;
   /** Scratch per slot: weight of the node's own rate against the pool reference (0 = unprobed). */
   private readonly fresh: Float64Array;
   /** Running mean of the prompt tokens of the requests placed, tokens; 0 before the first pick. */
@@ -70,10 +81,22 @@ export class ExpectedTtft {
 
   /**
    * `nodes` are the policy's member slots; `halfLifeMs` fades a rate that stopped being refreshed;
-   * `kvTokens` is each node's KV-cache capacity in tokens (default `DEFAULT_KV_TOKENS`).
+   * `kvTokens` is each node's KV-cache capacity in tokens (default `DEFAULT_KV_TOKENS`);
+   * `queueWeight` the weight of queued work in the scores (`queueWeight` if it is a number ≥ 1,
+   * else `defaultQueueWeight`).
    */
-  constructor(nodes: readonly UpstreamNode[], halfLifeMs: number | undefined, kvTokens?: number) {
+  constructor(
+    nodes: readonly UpstreamNode[],
+    halfLifeMs: number | undefined,
+    kvTokens: number | undefined,
+    queueWeight: number | undefined,
+    defaultQueueWeight: number,
+  ) {
     this.nodes = nodes;
+    this.queueWeight =
+      queueWeight !== undefined && queueWeight >= 1 && queueWeight < Infinity
+        ? queueWeight
+        : defaultQueueWeight;
     this.kvTokens =
       kvTokens !== undefined && kvTokens > 0 && kvTokens < Infinity ? kvTokens : DEFAULT_KV_TOKENS;
     this.room = new Float64Array(nodes.length);

@@ -15,6 +15,13 @@ import type { UpstreamNode } from '../upstream/upstream-node.js';
 // cell, checked for initialisation, at every use; a local constant is folded into the code.
 const FIXED_TOKENS = FIXED_WORK_TOKENS;
 
+/**
+ * Default weight of a token of prefill queued ahead against one of the request's own: scored by
+ * its own expected wait alone, each request would fill the fastest node's queue until that wait
+ * equalled a slow node's idle prefill (docs/balancing.md, "Queue weight").
+ */
+export const DEFAULT_LRT_QUEUE_WEIGHT = 4;
+
 /** Least-response-time over a fixed member list. */
 export class LeastResponseTimePolicy implements BalancePolicy {
   readonly kind = 'least-response-time';
@@ -29,13 +36,19 @@ export class LeastResponseTimePolicy implements BalancePolicy {
 
   constructor(members: readonly PoolMember[], options: BalanceOptions) {
     this.table = new MemberTable(members);
-    this.expected = new ExpectedTtft(this.table.nodes, options.decayMs, options.cacheTokens);
+    this.expected = new ExpectedTtft(
+      this.table.nodes,
+      options.decayMs,
+      options.cacheTokens,
+      options.queueWeight,
+      DEFAULT_LRT_QUEUE_WEIGHT,
+    );
     this.candidate = new Float64Array(this.table.length);
   }
 
   /**
-   * The candidate with the lowest `expected time to first token / (weight × weightFactor)`; null
-   * when there is none. Ties: fewer attempts in flight, then the next in turn. Writes the winner's
+   * The candidate with the lowest expected time to first token, its queued work counted
+   * `queueWeight` times, per unit of `weight × weightFactor`; null when there is none. Ties: fewer attempts in flight, then the next in turn. Writes the winner's
    * estimate to `req.expectedTtftMs`. See `docs/balancing.md` for the estimate and its fallbacks.
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
@@ -50,6 +63,8 @@ export class LeastResponseTimePolicy implements BalancePolicy {
     const rate = expected.rate;
     const base = expected.base;
     const queued = expected.queued;
+    // Queued work counts queueWeight times in the score (expected-ttft.ts), once in the estimate.
+    const extra = expected.queueWeight - 1;
     let best = -1;
     let bestScore = Infinity;
     let bestEstimate = 0;
@@ -60,7 +75,7 @@ export class LeastResponseTimePolicy implements BalancePolicy {
       if (w === 0) continue;
       const node = nodes[i]!;
       const estimate = base[i]! + rate[i]! * (queued[i]! + own + FIXED_TOKENS);
-      const score = estimate / w;
+      const score = (estimate + extra * rate[i]! * queued[i]!) / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;
         bestScore = score;

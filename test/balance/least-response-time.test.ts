@@ -51,7 +51,7 @@ describe('least-response-time policy', () => {
     const ms = fleet.members(1, 1);
     rated(ms[0]!.node, 0.1);
     rated(ms[1]!.node, 0.4);
-    const policy = createLeastResponseTime(ms, {});
+    const policy = createLeastResponseTime(ms, { queueWeight: 1 });
     const req = request(null, 1100, 1000);
     assert.equal(policy.pick(req, []), ms[0]!.node);
     assert.equal(req.expectedTtftMs, 0.1 * (1000 + FIXED_WORK_TOKENS));
@@ -62,6 +62,24 @@ describe('least-response-time policy', () => {
     chargePrefill(ms[0]!.node, 1000);
     assert.equal(policy.pick(req, []), ms[1]!.node);
     assert.equal(req.expectedTtftMs, 0.4 * (1000 + FIXED_WORK_TOKENS));
+  });
+
+  it('counts queued work queueWeight times in the score (4 by default) and reports the estimate unweighted', () => {
+    const ms = fleet.members(1, 1);
+    rated(ms[0]!.node, 0.1);
+    rated(ms[1]!.node, 0.4);
+    const policy = createLeastResponseTime(ms, {});
+    const req = request(null, 1100, 1000);
+    // 0.1 × (4 × 800 + 1128) = 432.8 < 0.4 × 1128 = 451.2: the fast node, estimate 0.1 × (800 + 1128).
+    chargePrefill(ms[0]!.node, 800);
+    assert.equal(policy.pick(req, []), ms[0]!.node);
+    assert.ok(Math.abs(req.expectedTtftMs - 0.1 * (800 + 1000 + FIXED_WORK_TOKENS)) < 1e-9);
+    // 0.1 × (4 × 1000 + 1128) = 512.8 > 451.2: the idle slow node, where weight 1 keeps the fast one.
+    chargePrefill(ms[0]!.node, 200);
+    assert.equal(policy.pick(req, []), ms[1]!.node);
+    assert.equal(createLeastResponseTime(ms, { queueWeight: 1 }).pick(req, []), ms[0]!.node);
+    // A weight below 1 is not a weight the score can take: the default stands.
+    assert.equal(createLeastResponseTime(ms, { queueWeight: 0.5 }).pick(req, []), ms[1]!.node);
   });
 
   it('ignores answers being decoded: in-flight work without a queued prefill does not count', () => {
@@ -187,11 +205,11 @@ describe('least-response-time policy', () => {
       assert.ok(Math.abs(e - expected) / expected < 0.02, `${estimates.join(', ')} vs ${expected}`);
   });
 
-  it('divides the estimate by weight × weightFactor', () => {
+  it('divides the score by weight × weightFactor', () => {
     const ms = fleet.members(2, 1);
     rated(ms[0]!.node, 0.1);
     rated(ms[1]!.node, 0.1);
-    chargePrefill(ms[0]!.node, 1000); // 0.1 × 2128 / 2 = 106.4 < 0.1 × 1128
+    chargePrefill(ms[0]!.node, 250); // 0.1 × (4 × 250 + 1128) / 2 = 106.4 < 0.1 × 1128
     const p = policy(ms);
     assert.equal(pickIndex(p, ms), 0);
     ms[0]!.node.weightFactor = 0.5; // 0.1 × 2128 / 1 > 112.8

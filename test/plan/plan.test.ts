@@ -6,6 +6,7 @@ import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseConfig } from '../../config/loader.js';
 import type { PickRequest } from '../../proxy/balance/balance-policy.js';
+import { chargePrefill } from '../../proxy/balance/node-timing.js';
 import { StatsRegistry } from '../../proxy/metrics/stats.js';
 import { compilePlan, type Plan } from '../../proxy/plan/plan.js';
 import { RuntimeState } from '../../proxy/plan/runtime-state.js';
@@ -63,5 +64,31 @@ describe('plan compilation', () => {
     const base = '{ kind: consistent-hash, affinity: { source: header, name: x-session-id }';
     assert.equal(outcomeUnderLoad(compile(`${base} }`)), 'hit', 'the default floor keeps the key home');
     assert.equal(outcomeUnderLoad(compile(`${base}, spill_floor_tokens: 0 }`)), 'spill');
+  });
+
+  it('passes balance.queue_weight to least-response-time', () => {
+    const plan = compile('{ kind: least-response-time }');
+    const pool = plan.pools.get('gpu')!;
+    const [fast, slow] = pool.members.map((m) => m.node);
+    // 0.1 and 0.4 ms per token; 1,000 tokens queued on the fast node.
+    fast!.timing.ttftRate.add(100, 1000, 1000, 10_000);
+    slow!.timing.ttftRate.add(400, 1000, 1000, 10_000);
+    chargePrefill(fast!, 1000);
+    const req: PickRequest = {
+      affinityKey: null,
+      cost: 1100,
+      promptTokens: 1000,
+      affinityOutcome: 'none',
+      expectedTtftMs: -1,
+      cachedTokens: -1,
+      queuedMs: -1,
+    };
+    // Default 4: 0.1 × (4 × 1000 + 1128) = 512.8 > 0.4 × 1128 = 451.2.
+    assert.equal(pool.pick(req, []), slow);
+    // Weight 1: 0.1 × (1000 + 1128) = 212.8.
+    assert.equal(
+      compile('{ kind: least-response-time, queue_weight: 1 }').pools.get('gpu')!.pick(req, []),
+      fast,
+    );
   });
 });
