@@ -112,7 +112,8 @@ export interface BalanceOptions {
   cacheTokens?: number;
   /**
    * least-response-time, cache-aware: how much a token of prefill queued ahead counts in the score
-   * against a token of the request's own prefill (`expected-ttft.ts`). Default `DEFAULT_QUEUE_WEIGHT`.
+   * against a token of the request's own prefill (`expected-ttft.ts`); at least 1. Default
+   * `DEFAULT_LRT_QUEUE_WEIGHT` (4) and `DEFAULT_CACHE_AWARE_QUEUE_WEIGHT` (1).
    */
   queueWeight?: number;
   /** cache-aware: bound of the pool's prefix indexes together, bytes. */

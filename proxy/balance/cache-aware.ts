@@ -138,7 +138,8 @@ export class CacheAwarePolicy implements BalancePolicy {
     const bases = expected.base;
     const queued = expected.queued;
     const rooms = expected.room;
-    const queueWeight = expected.queueWeight;
+    // Queued work counts queueWeight times in the score (expected-ttft.ts), once in the estimate.
+    const extra = expected.queueWeight - 1;
     const creditLimit = (1 + this.epsilon) * expected.queuedMean + this.spillFloor;
     const pb = req.promptBlocks === undefined ? null : req.promptBlocks();
     const blocks = pb === null ? NO_BLOCKS : pb.hashes;
@@ -177,8 +178,8 @@ export class CacheAwarePolicy implements BalancePolicy {
       // beside the in-flight attempts (a node without room has the missing tokens in `q` already).
       const room = rooms[i]!;
       const q = queued[i]!;
-      // Queued work as scored: counted queueWeight times (expected-ttft.ts).
-      const qs = queueWeight * q;
+      // Queued work as scored: q × queueWeight.
+      const qs = q + extra * q;
       // Score = (b + r × (qs + own prefill + FIXED_WORK_TOKENS)) / w, ms. Not even a fully cached
       // prompt can beat the best so far: the node's index is not read.
       if ((b + r * (qs + 1 + FIXED_TOKENS)) / w > bestScore) continue;
@@ -231,7 +232,7 @@ export class CacheAwarePolicy implements BalancePolicy {
       if (cached > mostCached) mostCached = cached;
       if (q > creditLimit) cached = 0;
       const estimate = b + r * (q + (prompt - cached) + FIXED_TOKENS);
-      const score = (estimate + r * (qs - q)) / w;
+      const score = (estimate + extra * r * q) / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;
         bestScore = score;

@@ -1,10 +1,10 @@
 /**
  * Time-decayed sums of samples `(xᵢ, yᵢ)`, each sample's weight `wᵢ` halving every half-life: the
  * ratio `Σ wᵢ·yᵢ / Σ wᵢ·xᵢ` (`value`) and the sums a weighted least-squares line
- * `y = intercept + slope × x` needs (`lineSlope`, `lineIntercept`). For a node: x is the prefill work a request found
- * ahead of it plus its own (tokens), y its time to first token (ms); the slope is the node's
- * milliseconds per token of work and the intercept what every request pays whatever the work (the
- * engine's step, the exchange). It holds a few numbers and never allocates.
+ * `y = intercept + slope × x` needs (`lineSlope`, `lineIntercept`). For a node: x is the prefill
+ * work a request found ahead of it plus its own (tokens), y its time to first token (ms); the
+ * slope is the node's milliseconds per token of work and the intercept what every request pays
+ * whatever the work (the engine's step, the exchange). It holds a few numbers and never allocates.
  */
 
 /**

@@ -17,12 +17,14 @@
  * ratio through the origin (`base` 0) until the samples determine a line.
  *
  * The policies score a node by the estimate with the queued work counted `queueWeight` times
- * (least-response-time 4, cache-aware 1 by default): `(expected + (queueWeight − 1) × rate ×
- * queued) / weight`. A
- * request that joins a queue delays the requests that arrive behind it until the queue drains, and a
- * node whose prefill queue never empties runs every step at its token budget, slowing its decodes
- * and filling its KV cache with them; scored by its own wait alone (weight 1), each request would
- * fill the fastest node's queue until that wait equalled a slow node's idle prefill
+ * (least-response-time 4, cache-aware 1 by default):
+ *
+ *   score(node)    = (expected(node) + (queueWeight − 1) × rate(node) × queued(node)) / weight
+ *
+ * A request that joins a queue delays the requests that arrive behind it until the queue drains,
+ * and a node whose prefill queue never empties runs every step at its token budget, slowing its
+ * decodes and filling its KV cache with them; scored by its own wait alone (weight 1), each request
+ * would fill the fastest node's queue until that wait equalled a slow node's idle prefill
  * (docs/balancing.md, "Queue weight").
  *
  * `room` is the KV cache the node has left once this request holds its prompt and answer

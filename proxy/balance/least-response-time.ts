@@ -48,8 +48,9 @@ export class LeastResponseTimePolicy implements BalancePolicy {
 
   /**
    * The candidate with the lowest expected time to first token, its queued work counted
-   * `queueWeight` times, per unit of `weight × weightFactor`; null when there is none. Ties: fewer attempts in flight, then the next in turn. Writes the winner's
-   * estimate to `req.expectedTtftMs`. See `docs/balancing.md` for the estimate and its fallbacks.
+   * `queueWeight` times, per unit of `weight × weightFactor`; null when there is none. Ties: fewer
+   * attempts in flight, then the next in turn. Writes the winner's (unweighted) estimate to
+   * `req.expectedTtftMs`. See `docs/balancing.md` for the estimate and its fallbacks.
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
     // HOT

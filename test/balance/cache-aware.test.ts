@@ -93,6 +93,28 @@ describe('cache-aware policy', () => {
     assert.equal(spilled.cachedTokens, 0);
   });
 
+  it('counts queued work queueWeight times against the saving and reports the estimate unweighted', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { spillFloorTokens: 1e9, queueWeight: 4 });
+    const history = words('long shared history ', 40); // 2,560 tokens
+    const home = pick(p, chat(history))!;
+    const other = ms.find((m) => m.node !== home)!.node;
+    // Home: 0.1 × (4 × queued + 256 + 128); other: 0.1 × (2,816 + 128). Home wins while queued < 640.
+    chargePrefill(home, 600);
+    // Twice, so that each node is scored first once (the scan starts one member further each pick).
+    for (const question of ['new question ', 'other question ']) {
+      const req = chat(history + words(question, 4));
+      assert.equal(pick(p, req), home);
+      assert.equal(req.cachedTokens, 40 * PROMPT_BLOCK_TOKENS);
+      assert.equal(req.expectedTtftMs, 0.1 * (600 + req.promptTokens - req.cachedTokens + FIXED_WORK_TOKENS));
+    }
+    chargePrefill(home, 100);
+    const spilled = chat(history + words('third question ', 4));
+    assert.equal(pick(p, spilled), other, 'at weight 1 the home would win up to 2,560 queued');
+    assert.equal(spilled.affinityOutcome, 'spill');
+  });
+
   it('withdraws the cache credit from a node queued far above the pool mean', () => {
     const ms = fleet.members(1, 1, 1);
     rate(ms);
