@@ -139,6 +139,8 @@ export interface BalanceConfig {
   cache_tokens?: number;
   /** least-response-time, cache-aware: weight of a token queued ahead against one of the request's own. Default 4 (least-response-time), 1 (cache-aware). */
   queue_weight?: number;
+  /** cache-aware: weight of the delay a request's prefill adds to the requests running on a node. Default 0 (off). */
+  stall_weight?: number;
   /** cache-aware: bound of the pool's prefix indexes together, MiB. Default 64. */
   index_max_mb?: number;
   /** consistent-hash, cache-aware: where the key comes from. Without it, no affinity (cache-aware: no home node). */

@@ -116,6 +116,12 @@ export interface BalanceOptions {
    * `DEFAULT_LRT_QUEUE_WEIGHT` (4) and `DEFAULT_CACHE_AWARE_QUEUE_WEIGHT` (1).
    */
   queueWeight?: number;
+  /**
+   * cache-aware: weight of the delay a request's prefill adds to the requests already running on a
+   * node (their decode steps wait for it), at least 0; above 0 the policy also remembers where it
+   * placed each affinity key. Default `DEFAULT_STALL_WEIGHT` (0).
+   */
+  stallWeight?: number;
   /** cache-aware: bound of the pool's prefix indexes together, bytes. */
   indexMaxBytes?: number;
   /** cache-aware: tokens credited to the affinity key's home node when its index has nothing better. */

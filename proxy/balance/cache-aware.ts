@@ -7,13 +7,22 @@
  * shared state agree where a conversation starts. One score, in milliseconds:
  *
  *   expected(node) = base(node) + rate(node) × (queued(node) + max(1, prompt − cached(node)) + FIXED)
- *   score(node)    = (expected(node) + (queueWeight − 1) × rate(node) × queued(node)) / (weight × weightFactor)
+ *   score(node)    = (expected(node) + (queueWeight − 1) × rate(node) × queued(node)
+ *                     + stallWeight × inFlight(node) × rate(node) × (prompt − cached(node) + FIXED))
+ *                    / (weight × weightFactor)
  *   cached(node)  ≤ room(node) = cache_tokens − inFlightCost(node) − cost        (KV left)
  *
  * A prefix the index holds counts only while the blocks recorded on the node since its last use fit
  * in `room` (an LRU cache evicts it otherwise); a node without room for the request has the missing
  * tokens queued (`expected-ttft.ts`). A node whose queued prefill is far above the pool's mean gets
  * no cache credit (least-load).
+ *
+ * The stall term (off by default) is what the request's prefill costs the requests already on the
+ * node: with chunked prefill each of their decode steps waits for it. With it on, load places new
+ * conversations too, so this instance also remembers where it placed each key (the last
+ * `PLACED_KEYS` keys) and credits that node, not the ring's home, with the conversation; an
+ * instance that did not place it still credits the home, which is why several instances without
+ * shared state keep it off (docs/balancing.md, "Stall weight").
  */
 import { AffinityOutcome, affinityHashOf } from './balance-policy.js';
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
@@ -40,6 +49,10 @@ export const DEFAULT_CACHE_SPILL_FLOOR_TOKENS = 16_384;
  * same TTFT p99 (docs/benchmarks.md).
  */
 export const DEFAULT_CACHE_AWARE_QUEUE_WEIGHT = 1;
+/** Default weight of the stall a prefill adds to a node's running requests: 0, off. */
+export const DEFAULT_STALL_WEIGHT = 0;
+/** Keys whose last placement a policy with a stall weight remembers (a power of two). */
+export const PLACED_KEYS = 4096;
 /** Prompt tokens credited to the key's home node when the index knows nothing better (prefix keys: chars / 4). */
 export const DEFAULT_HOME_TOKENS = 512;
 /** Share of the conversation before the last message that the home node is assumed to hold. */
@@ -71,6 +84,14 @@ export class CacheAwarePolicy implements BalancePolicy {
   private readonly spillFloor: number;
   /** Tokens credited to the home node when the index has nothing there. */
   private readonly homeTokens: number;
+  /** Weight of the delay the request's prefill adds to each request in flight on a node (0: off). */
+  private readonly stallWeight: number;
+  /**
+   * Where this instance last placed each affinity key, by the key's ring hash modulo the table size:
+   * the hash + 1 (0: empty) and the member slot. Only with a stall weight (length 1 otherwise).
+   */
+  private readonly placedKey: Int32Array;
+  private readonly placedSlot: Int32Array;
   /** Scratch per slot: effective weight for the pick in progress (0 = not a candidate). */
   private readonly candidate: Float64Array;
   /** Slot the next scan starts at, so members with equal scores take turns. */
@@ -107,6 +128,11 @@ export class CacheAwarePolicy implements BalancePolicy {
         ? options.spillFloorTokens
         : DEFAULT_CACHE_SPILL_FLOOR_TOKENS;
     this.homeTokens = positive(options.homeTokens, DEFAULT_HOME_TOKENS);
+    const stall = options.stallWeight;
+    this.stallWeight = stall !== undefined && stall >= 0 && stall < Infinity ? stall : DEFAULT_STALL_WEIGHT;
+    const placed = this.stallWeight > 0 ? PLACED_KEYS : 1;
+    this.placedKey = new Int32Array(placed);
+    this.placedSlot = new Int32Array(placed);
     this.candidate = new Float64Array(n);
   }
 
@@ -145,10 +171,19 @@ export class CacheAwarePolicy implements BalancePolicy {
     const blocks = pb === null ? NO_BLOCKS : pb.hashes;
     const n = blocks.length;
     const key = req.affinityKey;
-    const home = key === null ? -1 : this.homeSlot(affinityHashOf(req, key));
+    const keyHash = key === null ? 0 : affinityHashOf(req, key);
+    let home = key === null ? -1 : this.homeSlot(keyHash);
     // The home is assumed to hold the key's prefix and the conversation so far (it served the
     // earlier turns unless load moved one): every instance then agrees where a conversation lives,
-    // whatever its own index saw, and a conversation that load moved comes back next turn.
+    // whatever its own index saw, and a conversation that load moved comes back next turn. With a
+    // stall weight, load also places new conversations: the node this instance placed the key on
+    // last takes the home's part.
+    const stall = this.stallWeight;
+    const placedAt = keyHash & (this.placedKey.length - 1);
+    if (stall > 0 && home >= 0 && this.placedKey[placedAt] === keyHash + 1) {
+      const slot = this.placedSlot[placedAt]!;
+      if (slot < length && cand[slot]! > 0) home = slot;
+    }
     const history = home >= 0 && pb !== null ? pb.historyTokens : 0;
     const homeCredit =
       HOME_HISTORY_SHARE * history > this.homeTokens ? HOME_HISTORY_SHARE * history : this.homeTokens;
@@ -180,9 +215,11 @@ export class CacheAwarePolicy implements BalancePolicy {
       const q = queued[i]!;
       // Queued work as scored: q × queueWeight.
       const qs = q + extra * q;
-      // Score = (b + r × (qs + own prefill + FIXED_WORK_TOKENS)) / w, ms. Not even a fully cached
-      // prompt can beat the best so far: the node's index is not read.
-      if ((b + r * (qs + 1 + FIXED_TOKENS)) / w > bestScore) continue;
+      // The stall the request's prefill adds to the node's running requests, per prefill token.
+      const stalls = stall * node.inFlight;
+      // Score = (b + r × (qs + own prefill + FIXED_WORK_TOKENS) + stall), ms. Not even a fully
+      // cached prompt can beat the best so far: the node's index is not read.
+      if ((b + r * (qs + (1 + FIXED_TOKENS) * (1 + stalls))) / w > bestScore) continue;
       const kv = node.scrapedKvUsage;
       // Share of its cached prefix a node keeps: less and less once its KV cache is nearly full.
       const keep = kv > KV_EVICTING ? (kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING)) : 1;
@@ -195,7 +232,8 @@ export class CacheAwarePolicy implements BalancePolicy {
         // it would need to hold to reach the best score settles most nodes. (A node queued past the
         // credit limit gets no credit; its index is read only for the hit/spill report.)
         if (i !== home && best >= 0 && q <= creditLimit) {
-          const cachedNeeded = qs + prompt + FIXED_TOKENS - (bestScore * w - b) / r;
+          const cachedNeeded =
+            (qs + (prompt + FIXED_TOKENS) * (1 + stalls) - (bestScore * w - b) / r) / (1 + stalls);
           const blocksNeeded = cachedNeeded / (BLOCK_TOKENS * keep);
           if (blocksNeeded >= n + 2 || cachedNeeded > room) continue;
           // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An
@@ -232,7 +270,7 @@ export class CacheAwarePolicy implements BalancePolicy {
       if (cached > mostCached) mostCached = cached;
       if (q > creditLimit) cached = 0;
       const estimate = b + r * (q + (prompt - cached) + FIXED_TOKENS);
-      const score = (estimate + extra * r * q) / w;
+      const score = (estimate + extra * r * q + stalls * r * (prompt - cached + FIXED_TOKENS)) / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;
         bestScore = score;
@@ -253,6 +291,10 @@ export class CacheAwarePolicy implements BalancePolicy {
       req.queuedMs = rate[best]! * queued[best]!;
     }
     if (n > 0) this.indexes[best]!.record(blocks, bestMatched);
+    if (stall > 0 && key !== null) {
+      this.placedKey[placedAt] = keyHash + 1;
+      this.placedSlot[placedAt] = best;
+    }
     return nodes[best]!;
   }
 

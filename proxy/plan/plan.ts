@@ -212,6 +212,7 @@ export function compilePlan(
       decayMs: b.decay_ms,
       cacheTokens: b.cache_tokens,
       queueWeight: b.queue_weight,
+      stallWeight: b.stall_weight,
       indexMaxBytes: b.index_max_mb === undefined ? undefined : b.index_max_mb * 1024 * 1024,
       // The part of the prompt a prefix key covers is what its home node is credited with holding.
       homeTokens: b.affinity?.source === 'prefix' ? Math.ceil(b.affinity.chars / 4) : DEFAULT_HOME_TOKENS,

@@ -21,6 +21,7 @@ import { runPolicyConformance } from './conformance.js';
 import { TestFleet, request, type TestRequest } from './fleet.js';
 
 runPolicyConformance('cache-aware', createCacheAware);
+runPolicyConformance('cache-aware with a stall weight', createCacheAware, { stallWeight: 0.5 });
 
 const fleet = new TestFleet();
 afterEach(() => fleet.close());
@@ -113,6 +114,36 @@ describe('cache-aware policy', () => {
     const spilled = chat(history + words('third question ', 4));
     assert.equal(pick(p, spilled), other, 'at weight 1 the home would win up to 2,560 queued');
     assert.equal(spilled.affinityOutcome, 'spill');
+  });
+
+  it('with a stall weight, places a new conversation by the requests in flight too, and sends its next turn where it placed it', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const opening = words('opening of conversation s ', 4); // 256 tokens
+    const home = pick(new CacheAwarePolicy(ms, {}), chat(opening, 's'))!;
+    const other = ms.find((m) => m.node !== home)!.node;
+    home.inFlight = 6;
+    try {
+      // Without it the home wins: 0.1 × (1 + 128) = 12.9 against 0.1 × (256 + 128) = 38.4.
+      assert.equal(pick(new CacheAwarePolicy(ms, {}), chat(opening, 's')), home);
+      // Weight 0.5: the home's prefill would stall its 6 running requests, 12.9 + 0.5 × 6 × 12.9 = 51.6.
+      const p = new CacheAwarePolicy(ms, { stallWeight: 0.5 });
+      assert.equal(pick(p, chat(opening, 's')), other);
+      // The home is free again and the other node runs one request: the second turn still goes where
+      // this instance placed the first (0.1 × (1 + 128) × 1.5 = 19.35 against 0.1 × (512 + 128) = 64
+      // at the home, which holds nothing of it).
+      home.inFlight = 0;
+      other.inFlight = 1;
+      const turn2 = (): TestRequest => chat(opening + words('second turn of s ', 4), 's', 256);
+      const second = turn2();
+      assert.equal(pick(p, second), other);
+      assert.equal(second.affinityOutcome, 'hit');
+      // An instance that did not place it credits the ring's home with the conversation instead.
+      assert.equal(pick(new CacheAwarePolicy(ms, { stallWeight: 0.5 }), turn2()), home);
+    } finally {
+      home.inFlight = 0;
+      other.inFlight = 0;
+    }
   });
 
   it('withdraws the cache credit from a node queued far above the pool mean', () => {

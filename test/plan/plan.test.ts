@@ -66,6 +66,31 @@ describe('plan compilation', () => {
     assert.equal(outcomeUnderLoad(compile(`${base}, spill_floor_tokens: 0 }`)), 'spill');
   });
 
+  it('passes balance.stall_weight to cache-aware', () => {
+    const req = (): PickRequest => ({
+      affinityKey: 'conversation',
+      cost: 400,
+      promptTokens: 300,
+      affinityOutcome: 'none',
+      expectedTtftMs: -1,
+      cachedTokens: -1,
+      queuedMs: -1,
+    });
+    const pickOf = (plan: Plan) => plan.pools.get('gpu')!.pick(req(), []);
+    const balance = '{ kind: cache-aware, affinity: { source: header, name: x-session-id }';
+    const plain = compile(`${balance} }`);
+    const home = pickOf(plain)!;
+    // The home holds the key's prefix (credited 299 of 300 tokens) but runs 20 requests: weight 1
+    // makes its prefill's stall, 20 × (1 + 128) token-times, outweigh the other node's 300 + 128.
+    home.inFlight = 20;
+    try {
+      assert.equal(pickOf(plain), home, 'off by default');
+      assert.notEqual(pickOf(compile(`${balance}, stall_weight: 1 }`)), home);
+    } finally {
+      home.inFlight = 0;
+    }
+  });
+
   it('passes balance.queue_weight to least-response-time', () => {
     const plan = compile('{ kind: least-response-time }');
     const pool = plan.pools.get('gpu')!;
