@@ -24,8 +24,18 @@ export const HOP_BY_HOP: ReadonlySet<string> = new Set([
  */
 export const REQUEST_NOT_FORWARDED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'proxy-authorization']);
 
-/** Response headers never copied from the node to the client. */
-const RESPONSE_SKIP: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'content-length', 'date', 'x-request-id']);
+/**
+ * Response headers never copied from the node to the client: the hop-by-hop ones, and those the
+ * server writes itself. uWS adds `Date` and its own `uWebSockets` mark to every response, so a node
+ * that runs on uWS would otherwise reach the client with each of them twice.
+ */
+const RESPONSE_SKIP: ReadonlySet<string> = new Set([
+  ...HOP_BY_HOP,
+  'content-length',
+  'date',
+  'uwebsockets',
+  'x-request-id',
+]);
 
 /**
  * What the session needs from a node's response head, read in one pass over undici's raw header

@@ -24,6 +24,8 @@ describe('response head', () => {
         'chunked',
         'Date',
         'Wed, 25 Nov 2026 10:00:00 GMT',
+        'uWebSockets',
+        '20',
         'X-Request-Id',
         'from-node',
         'X-Model',
