@@ -204,18 +204,9 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   /** The body of `write`, inside a cork. Sets `writeOk` false under backpressure. */
   writeCorked(chunk: Uint8Array): void {
     // HOT
-    const first = this.headHeaders !== null;
-    if (first) this.writeHead();
+    if (this.headHeaders !== null) this.writeHead();
     const res = this.res;
     if (this.total >= 0) {
-      if (first && chunk.length === this.total) {
-        // The whole sized body in one chunk (most answers that are not streams): `end` writes it
-        // with its Content-Length and keeps what the socket does not take yet, as `tryEnd` would,
-        // without the write-offset call and the result pair `tryEnd` allocates.
-        res.end(chunk);
-        this.ended = true;
-        return;
-      }
       const offset = res.getWriteOffset();
       const [written, done] = res.tryEnd(chunk, this.total);
       if (done) this.ended = true;
