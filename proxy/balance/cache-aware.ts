@@ -19,8 +19,8 @@
  *
  * The stall term (off by default) is what the request's prefill costs the requests already on the
  * node: with chunked prefill each of their decode steps waits for it. With it on, load places new
- * conversations too, so this instance also remembers where it placed each key (the last
- * `PLACED_KEYS` keys) and credits that node, not the ring's home, with the conversation; an
+ * conversations too, so this instance also remembers where it placed each key (up to
+ * `PLACED_KEYS` keys, by the key's hash: two keys that share a slot replace each other) and credits that node, not the ring's home, with the conversation; an
  * instance that did not place it still credits the home, which is why several instances without
  * shared state keep it off (docs/balancing.md, "Stall weight").
  */
@@ -215,11 +215,12 @@ export class CacheAwarePolicy implements BalancePolicy {
       const q = queued[i]!;
       // Queued work as scored: q × queueWeight.
       const qs = q + extra * q;
-      // The stall the request's prefill adds to the node's running requests, per prefill token.
+      // The stall the request's prefill adds to the node's running requests, per prefill token
+      // (written so that at 0 every bound below is the same arithmetic as without the term).
       const stalls = stall * node.inFlight;
       // Score = (b + r × (qs + own prefill + FIXED_WORK_TOKENS) + stall), ms. Not even a fully
       // cached prompt can beat the best so far: the node's index is not read.
-      if ((b + r * (qs + (1 + FIXED_TOKENS) * (1 + stalls))) / w > bestScore) continue;
+      if ((b + r * (qs + 1 + FIXED_TOKENS + stalls * (1 + FIXED_TOKENS))) / w > bestScore) continue;
       const kv = node.scrapedKvUsage;
       // Share of its cached prefix a node keeps: less and less once its KV cache is nearly full.
       const keep = kv > KV_EVICTING ? (kv >= 1 ? 0 : (1 - kv) / (1 - KV_EVICTING)) : 1;
@@ -233,7 +234,8 @@ export class CacheAwarePolicy implements BalancePolicy {
         // credit limit gets no credit; its index is read only for the hit/spill report.)
         if (i !== home && best >= 0 && q <= creditLimit) {
           const cachedNeeded =
-            (qs + (prompt + FIXED_TOKENS) * (1 + stalls) - (bestScore * w - b) / r) / (1 + stalls);
+            (qs + prompt + FIXED_TOKENS + stalls * (prompt + FIXED_TOKENS) - (bestScore * w - b) / r) /
+            (1 + stalls);
           const blocksNeeded = cachedNeeded / (BLOCK_TOKENS * keep);
           if (blocksNeeded >= n + 2 || cachedNeeded > room) continue;
           // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An

@@ -146,6 +146,29 @@ describe('cache-aware policy', () => {
     }
   });
 
+  it('with a stall weight, reads the index of a busy node scanned second exactly up to where its stall outweighs its cached prefix', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const history = words('long history of a keyless conversation ', 40); // 2,560 tokens
+    const busy = ms[1]!.node;
+    // Scored second (a fresh policy scans from slot 0), holding the history, running `inFlight`:
+    // 0.1 × (256 + 128) × (1 + inFlight) against the idle node's 0.1 × (2,816 + 128) = 294.4, so it
+    // wins up to 6 requests in flight (268.8) and loses at 7 (307.2). Pruned with a wrong bound,
+    // its index would not be read and the idle node would win at 6 too.
+    const winnerAt = (inFlight: number): UpstreamNode | null => {
+      const p = new CacheAwarePolicy(ms, { stallWeight: 1 });
+      p.indexes[1]!.record(blockHashes(history), 0);
+      busy.inFlight = inFlight;
+      try {
+        return pick(p, chat(history + words('one more question ', 4)));
+      } finally {
+        busy.inFlight = 0;
+      }
+    };
+    assert.equal(winnerAt(6), busy);
+    assert.equal(winnerAt(7), ms[0]!.node);
+  });
+
   it('withdraws the cache credit from a node queued far above the pool mean', () => {
     const ms = fleet.members(1, 1, 1);
     rate(ms);
