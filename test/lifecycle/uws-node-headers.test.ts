@@ -29,8 +29,11 @@ describe('headers of a node that runs on uWS', () => {
   });
 
   after(async () => {
-    await t?.close();
-    if (socket !== null) us_listen_socket_close(socket);
+    try {
+      await t?.close();
+    } finally {
+      if (socket !== null) us_listen_socket_close(socket);
+    }
   });
 
   it('the node writes both marks itself (what the proxy must not repeat)', async () => {
