@@ -60,6 +60,7 @@ function benchRequest(): PickRequest & { affinityKey: string | null; promptToken
     expectedTtftMs: -1,
     cachedTokens: -1,
     queuedMs: -1,
+    stallMs: -1,
   };
 }
 
@@ -159,6 +160,7 @@ class TurnRequest implements PickRequest {
   expectedTtftMs = -1;
   cachedTokens = -1;
   queuedMs = -1;
+  stallMs = -1;
 
   constructor(turn: Turn) {
     this.turn = turn;

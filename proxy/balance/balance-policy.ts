@@ -58,6 +58,11 @@ export interface PickRequest {
    */
   queuedMs: number;
   /**
+   * Written by cache-aware with a stall weight: what the request's prefill adds to the node's
+   * running requests in its score (the stall term), ms; -1 otherwise. Reported in `x-sluice-route`.
+   */
+  stallMs: number;
+  /**
    * The prompt's block hashes and the size of the conversation before its last message
    * (`prompt-blocks.ts`), computed once per request on the first call, however many picks follow;
    * read by cache-aware. Absent on requests that carry no prompt text (batch calls, mirrors).

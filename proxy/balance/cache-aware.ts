@@ -146,7 +146,7 @@ export class CacheAwarePolicy implements BalancePolicy {
   /**
    * The candidate with the lowest expected time to first token per unit of weight, its prompt
    * reduced by the prefix it likely holds; null when there is none. Writes `expectedTtftMs`,
-   * `queuedMs` and `cachedTokens` of the winner, and `affinityOutcome`: `hit` when the winner had
+   * `queuedMs`, `stallMs` (with a stall weight) and `cachedTokens` of the winner, and `affinityOutcome`: `hit` when the winner had
    * the largest cached estimate among the nodes scored (the home always is), `spill` when load sent
    * the request past one with more cached, `none` when none had anything cached. Then records the
    * request's prompt blocks in the winner's index.
@@ -181,8 +181,10 @@ export class CacheAwarePolicy implements BalancePolicy {
     const stall = this.stallWeight;
     const placedAt = keyHash & (this.placedKey.length - 1);
     if (stall > 0 && home >= 0 && this.placedKey[placedAt] === keyHash + 1) {
+      // Slots are this policy's own (a new member list builds a new policy); a placed node that is
+      // down or tried leaves the key to its ring home.
       const slot = this.placedSlot[placedAt]!;
-      if (slot < length && cand[slot]! > 0) home = slot;
+      if (cand[slot]! > 0) home = slot;
     }
     const history = home >= 0 && pb !== null ? pb.historyTokens : 0;
     const homeCredit =
@@ -194,6 +196,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     let bestCached = 0; // tokens
     let bestMatched = 0; // blocks
     let bestInFlight = 0;
+    let bestStall = 0; // ms
     let mostCached = 0; // tokens, the most any node scored holds
     // The home node first (k = -1): it usually sets a score that lets the others be skipped unread.
     let next = this.cursor;
@@ -272,7 +275,8 @@ export class CacheAwarePolicy implements BalancePolicy {
       if (cached > mostCached) mostCached = cached;
       if (q > creditLimit) cached = 0;
       const estimate = b + r * (q + (prompt - cached) + FIXED_TOKENS);
-      const score = (estimate + extra * r * q + stalls * r * (prompt - cached + FIXED_TOKENS)) / w;
+      const stallMs = stalls * r * (prompt - cached + FIXED_TOKENS);
+      const score = (estimate + extra * r * q + stallMs) / w;
       if (score < bestScore || (score === bestScore && node.inFlight < bestInFlight)) {
         best = i;
         bestScore = score;
@@ -280,6 +284,7 @@ export class CacheAwarePolicy implements BalancePolicy {
         bestCached = cached;
         bestMatched = matched;
         bestInFlight = node.inFlight;
+        bestStall = stallMs;
       }
     }
     this.cursor = this.cursor + 1 === length ? 0 : this.cursor + 1;
@@ -291,6 +296,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     if (expected.probed) {
       req.expectedTtftMs = bestEstimate;
       req.queuedMs = rate[best]! * queued[best]!;
+      if (stall > 0) req.stallMs = bestStall;
     }
     if (n > 0) this.indexes[best]!.record(blocks, bestMatched);
     if (stall > 0 && key !== null) {

@@ -66,6 +66,8 @@ export class Attempt {
   cachedTokens = -1;
   /** The policy's expected wait before this attempt's prefill starts, ms; -1 when it gave none. */
   queuedMs = -1;
+  /** The stall the policy charged this attempt's prefill to the node's running requests, ms; -1 when none. */
+  stallMs = -1;
   /** A streamed head not yet forwarded because a hedge may still win (held-head.ts); null otherwise. */
   held: HeldHead | null = null;
   /** The attempt's span id when the request is traced, else null. */

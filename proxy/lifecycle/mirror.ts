@@ -56,6 +56,7 @@ export class MirrorRequest {
       expectedTtftMs: -1,
       cachedTokens: -1,
       queuedMs: -1,
+      stallMs: -1,
     };
     const node = pool.pick(pick, NO_NODES);
     if (node === null) {

@@ -19,6 +19,7 @@ export function trackPrefill(att: Attempt, pool: Pool, req: PickRequest): void {
   att.expectedTtftMs = req.expectedTtftMs;
   att.cachedTokens = req.cachedTokens;
   att.queuedMs = req.queuedMs;
+  att.stallMs = req.stallMs;
   if (pool.policy.scoresPrefill !== true) return;
   const cached = req.cachedTokens > 0 ? req.cachedTokens : 0;
   let own = req.promptTokens - cached;
@@ -64,12 +65,13 @@ export function headSample(att: Attempt, pool: Pool, nowMs: number): void {
 
 /**
  * The policy's estimates for `att` as `x-sluice-route` fields (`; expected_ttft_ms=…; queued_ms=…;
- * cached_tokens=…`, each only when the policy gave it), or ''.
+ * stall_ms=…; cached_tokens=…`, each only when the policy gave it), or ''.
  */
 export function estimatesReport(att: Attempt): string {
   let out = '';
   if (att.expectedTtftMs >= 0) out += `; expected_ttft_ms=${Math.round(att.expectedTtftMs)}`;
   if (att.queuedMs >= 0) out += `; queued_ms=${Math.round(att.queuedMs)}`;
+  if (att.stallMs >= 0) out += `; stall_ms=${Math.round(att.stallMs)}`;
   if (att.cachedTokens >= 0) out += `; cached_tokens=${Math.round(att.cachedTokens)}`;
   return out;
 }

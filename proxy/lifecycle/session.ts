@@ -122,6 +122,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   expectedTtftMs = -1;
   cachedTokens = -1;
   queuedMs = -1;
+  stallMs = -1;
   /** Attempts dispatched so far. */
   attempts = 0;
   /** Status sent to the client (0 until decided; 499 when the client left). */

@@ -40,7 +40,7 @@ export class Pool {
    */
   pick(req: PickRequest, tried: readonly UpstreamNode[]): UpstreamNode | null {
     // HOT
-    req.expectedTtftMs = req.cachedTokens = req.queuedMs = -1;
+    req.expectedTtftMs = req.cachedTokens = req.queuedMs = req.stallMs = -1;
     return this.policy.pick(req, tried);
   }
 }

@@ -28,6 +28,7 @@ class PoolBatchPicker implements BatchNodePicker {
     expectedTtftMs: -1,
     cachedTokens: -1,
     queuedMs: -1,
+    stallMs: -1,
   };
 
   constructor(pool: Pool, path: string, timeouts: TimeoutsConfig) {

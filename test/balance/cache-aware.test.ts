@@ -8,7 +8,7 @@
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CacheAwarePolicy, createCacheAware } from '../../proxy/balance/cache-aware.js';
-import type { PoolMember } from '../../proxy/balance/balance-policy.js';
+import type { BalanceOptions, PoolMember } from '../../proxy/balance/balance-policy.js';
 import { FIXED_WORK_TOKENS, chargePrefill, recordFirstToken } from '../../proxy/balance/node-timing.js';
 import {
   PROMPT_BLOCK_CHARS,
@@ -52,6 +52,21 @@ function pick(policy: CacheAwarePolicy, req: TestRequest): UpstreamNode | null {
   return policy.pick(req, []);
 }
 
+/**
+ * Two nodes at 0.1 ms per token and a cache-aware policy with `options` that has placed `text` once
+ * (no key): the node that holds it now (`home`) and the other one.
+ */
+function placedOnOneOfTwo(
+  options: BalanceOptions,
+  text: string,
+): { p: CacheAwarePolicy; home: UpstreamNode; other: UpstreamNode } {
+  const ms = fleet.members(1, 1);
+  rate(ms);
+  const p = new CacheAwarePolicy(ms, options);
+  const home = pick(p, chat(text))!;
+  return { p, home, other: ms.find((m) => m.node !== home)!.node };
+}
+
 describe('cache-aware policy', () => {
   it('reports its YAML kind and that it scores the prefill queue', () => {
     const p = createCacheAware(fleet.members(1), {});
@@ -74,15 +89,12 @@ describe('cache-aware policy', () => {
       0.1 * (next.promptTokens - 40 * PROMPT_BLOCK_TOKENS + FIXED_WORK_TOKENS),
     );
     assert.equal(next.queuedMs, 0);
+    assert.equal(next.stallMs, -1, 'no stall term without a stall weight');
   });
 
   it('trades the saving against the wait: a node whose queue costs more than the cached prefix saves loses', () => {
-    const ms = fleet.members(1, 1);
-    rate(ms);
-    const p = new CacheAwarePolicy(ms, { spillFloorTokens: 1e9 });
     const history = words('long shared history ', 40); // 2,560 tokens
-    const home = pick(p, chat(history))!;
-    const other = ms.find((m) => m.node !== home)!.node;
+    const { p, home, other } = placedOnOneOfTwo({ spillFloorTokens: 1e9 }, history);
     const req = chat(history + words('new question ', 4)); // 2,816 tokens, 2,560 cached at home
     // Home: 0.1 × (queued + 256 + 128); other: 0.1 × (2,816 + 128). Home wins while queued < 2,560.
     chargePrefill(home, 2000);
@@ -95,12 +107,8 @@ describe('cache-aware policy', () => {
   });
 
   it('counts queued work queueWeight times against the saving and reports the estimate unweighted', () => {
-    const ms = fleet.members(1, 1);
-    rate(ms);
-    const p = new CacheAwarePolicy(ms, { spillFloorTokens: 1e9, queueWeight: 4 });
     const history = words('long shared history ', 40); // 2,560 tokens
-    const home = pick(p, chat(history))!;
-    const other = ms.find((m) => m.node !== home)!.node;
+    const { p, home, other } = placedOnOneOfTwo({ spillFloorTokens: 1e9, queueWeight: 4 }, history);
     // Home: 0.1 × (4 × queued + 256 + 128); other: 0.1 × (2,816 + 128). Home wins while queued < 640.
     chargePrefill(home, 600);
     // Twice, so that each node is scored first once (the scan starts one member further each pick).
@@ -138,6 +146,10 @@ describe('cache-aware policy', () => {
       const second = turn2();
       assert.equal(pick(p, second), other);
       assert.equal(second.affinityOutcome, 'hit');
+      assert.ok(
+        Math.abs(second.stallMs - 0.5 * 1 * 0.1 * (1 + FIXED_WORK_TOKENS)) < 1e-9,
+        `${second.stallMs}`,
+      );
       // An instance that did not place it credits the ring's home with the conversation instead.
       assert.equal(pick(new CacheAwarePolicy(ms, { stallWeight: 0.5 }), turn2()), home);
     } finally {
@@ -274,12 +286,8 @@ describe('cache-aware policy', () => {
   });
 
   it('counts the KV a node lacks for the request as queued work and credits it with no cached prefix', () => {
-    const ms = fleet.members(1, 1);
-    rate(ms);
-    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
     const history = words('a conversation ', 40); // 2,560 tokens
-    const home = pick(p, chat(history))!;
-    const other = ms.find((m) => m.node !== home)!.node;
+    const { p, home, other } = placedOnOneOfTwo({ cacheTokens: 20_000, spillFloorTokens: 1e9 }, history);
     home.inFlightCost = 19_000; // the request (2,660) does not fit: 1,660 tokens short
     const req = chat(history);
     assert.equal(pick(p, req), other);

@@ -43,6 +43,7 @@ export interface TestRequest extends PickRequest {
   expectedTtftMs: number;
   cachedTokens: number;
   queuedMs: number;
+  stallMs: number;
 }
 
 /** A fresh pick request; its prompt is its whole cost unless `promptTokens` is given. */
@@ -55,6 +56,7 @@ export function request(affinityKey: string | null = null, cost = 1, promptToken
     expectedTtftMs: -1,
     cachedTokens: -1,
     queuedMs: -1,
+    stallMs: -1,
   };
 }
 

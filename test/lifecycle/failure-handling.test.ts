@@ -213,4 +213,38 @@ describe('failure handling', () => {
     const r = await send(t);
     assert.equal(r.route, `pool=gpu; policy=round-robin; node=${fleet.urls[2]!}; attempt=1; affinity=none`);
   });
+
+  it("reports cache-aware's estimates in x-sluice-route: expected wait, load and stall terms, cached prefix", async () => {
+    t = await startTestSluice(
+      config(
+        fleet.urls,
+        '    balance: { kind: cache-aware, stall_weight: 0.5, affinity: { source: header, name: x-session-id } }',
+      ),
+    );
+    const history = 'a conversation that every turn repeats '.repeat(40);
+    const turn = (n: number): RequestInit =>
+      chat(
+        { 'x-session-id': 'session-1' },
+        {
+          messages: [
+            { role: 'user', content: history },
+            { role: 'assistant', content: 'noted' },
+            { role: 'user', content: `question ${n}` },
+          ],
+        },
+      );
+    const routes: string[] = [];
+    for (let n = 0; n < 4; n++) {
+      const r = await send(t, turn(n));
+      assert.equal(r.status, 200, r.text);
+      routes.push(r.route ?? '');
+    }
+    // From the second turn the node has samples (expected_ttft_ms) and holds the shared history.
+    for (const route of routes.slice(1)) {
+      assert.match(
+        route,
+        /; policy=cache-aware; .*; affinity=hit; expected_ttft_ms=\d+; queued_ms=\d+; stall_ms=\d+; cached_tokens=[1-9]\d*$/,
+      );
+    }
+  });
 });

@@ -50,6 +50,7 @@ describe('plan compilation', () => {
       expectedTtftMs: -1,
       cachedTokens: -1,
       queuedMs: -1,
+      stallMs: -1,
     };
     const home = pool.pick(req, [])!;
     assert.equal(req.affinityOutcome, 'hit');
@@ -75,6 +76,7 @@ describe('plan compilation', () => {
       expectedTtftMs: -1,
       cachedTokens: -1,
       queuedMs: -1,
+      stallMs: -1,
     });
     const pickOf = (plan: Plan) => plan.pools.get('gpu')!.pick(req(), []);
     const balance = '{ kind: cache-aware, affinity: { source: header, name: x-session-id }';
@@ -107,6 +109,7 @@ describe('plan compilation', () => {
       expectedTtftMs: -1,
       cachedTokens: -1,
       queuedMs: -1,
+      stallMs: -1,
     };
     // Default 4: 0.1 × (4 × 1000 + 1128) = 512.8 > 0.4 × 1128 = 451.2.
     assert.equal(pool.pick(req, []), slow);
