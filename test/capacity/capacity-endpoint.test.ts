@@ -108,20 +108,21 @@ function openLoop(ratePerS: number, send: () => Promise<Response>): OpenLoop {
       const at = performance.now();
       sentAt.push(at);
       answers.push(
-        send().then(
-          async (r) => {
-            await r.arrayBuffer().finally(() => outstanding--);
+        // Never rejects: a request whose head or body fails counts as unanswered (0) with its
+        // error, so `stop` always returns and the other generator is stopped too.
+        send()
+          .then(async (r) => {
+            await r.arrayBuffer();
             const done = performance.now();
             answeredAt.push(done);
             latencies.push(done - at);
             return r.status;
-          },
-          (err: unknown) => {
-            outstanding--;
+          })
+          .catch((err: unknown) => {
             if (firstError === null) firstError = err;
             return 0;
-          },
-        ),
+          })
+          .finally(() => outstanding--),
       );
     }
   })();
