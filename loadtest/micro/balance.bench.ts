@@ -132,7 +132,7 @@ function cacheAwareLoop(): () => unknown {
     for (let t = 0; t < 8; t++) {
       text += `turn ${t} of conversation ${c}: `.repeat(120);
       turns.push({
-        blocks: { hashes: blockHashes(text), historyTokens: 0 },
+        blocks: { hashes: blockHashes(text), historyTokens: 0, messages: 0 },
         prompt: Math.ceil(text.length / 4),
         key: `conversation-${c}`,
         keyHash: stableHash26(`conversation-${c}`),

@@ -17,10 +17,21 @@
  * tokens queued (`expected-ttft.ts`). A node whose queued prefill is far above the pool's mean gets
  * no cache credit (least-load).
  *
+ * The policy remembers where it last placed each affinity key, and with how many chat messages (up
+ * to `PLACED_KEYS` keys, by the key's hash: two keys that share a slot replace each other). Where
+ * this instance placed the conversation's previous turn (the request has at most
+ * `FOLLOW_MESSAGES` messages more), its index knows the conversation: the home's prior then gives way to what the index shows
+ * evicted, and to an index that has forgotten more than the home's KV room holds. Where it did not
+ * (another instance sent the turns since, or none was sent), its index is no guide and the home's
+ * prior stands: instances that share nothing then all send the conversation home, even after its
+ * prefix was evicted there; and where it placed an earlier turn, what its index holds of the
+ * conversation off the home counts for no more than the key's prefix, so that an instance does not
+ * keep returning to where it once spilled a turn (docs/balancing.md, "Two instances without shared
+ * state").
+ *
  * The stall term (off by default) is what the request's prefill costs the requests already on the
  * node: with chunked prefill each of their decode steps waits for it. With it on, load places new
- * conversations too, so this instance also remembers where it placed each key (up to
- * `PLACED_KEYS` keys, by the key's hash: two keys that share a slot replace each other) and credits that node, not the ring's home, with the conversation; an
+ * conversations too, so the node this instance placed the key on last takes the home's part; an
  * instance that did not place it still credits the home, which is why several instances without
  * shared state keep it off (docs/balancing.md, "Stall weight").
  */
@@ -51,8 +62,15 @@ export const DEFAULT_CACHE_SPILL_FLOOR_TOKENS = 16_384;
 export const DEFAULT_CACHE_AWARE_QUEUE_WEIGHT = 1;
 /** Default weight of the stall a prefill adds to a node's running requests: 0, off. */
 export const DEFAULT_STALL_WEIGHT = 0;
-/** Keys whose last placement a policy with a stall weight remembers (a power of two). */
+/** Keys whose last placement a policy remembers (a power of two). */
 export const PLACED_KEYS = 4096;
+const PLACED_KEYS_MASK = PLACED_KEYS - 1;
+/**
+ * Messages a request may have beyond the one this instance last placed its key with for this
+ * instance to have placed its previous turn: an answer and a question (2), or an assistant's tool
+ * call and up to two tool results (3). Two instances taking turns see four more (chat or tool loop).
+ */
+const FOLLOW_MESSAGES = 3;
 /** Prompt tokens credited to the key's home node when the index knows nothing better (prefix keys: chars / 4). */
 export const DEFAULT_HOME_TOKENS = 512;
 /** Share of the conversation before the last message that the home node is assumed to hold. */
@@ -88,10 +106,12 @@ export class CacheAwarePolicy implements BalancePolicy {
   private readonly stallWeight: number;
   /**
    * Where this instance last placed each affinity key, by the key's ring hash modulo the table size:
-   * the hash + 1 (0: empty) and the member slot. Only with a stall weight (length 1 otherwise).
+   * the hash + 1 (0: empty), the member slot and the request's chat messages (`PLACED_KEYS` slots,
+   * 48 KiB).
    */
   private readonly placedKey: Int32Array;
   private readonly placedSlot: Int32Array;
+  private readonly placedMessages: Int32Array;
   /** Scratch per slot: effective weight for the pick in progress (0 = not a candidate). */
   private readonly candidate: Float64Array;
   /** Slot the next scan starts at, so members with equal scores take turns. */
@@ -130,9 +150,9 @@ export class CacheAwarePolicy implements BalancePolicy {
     this.homeTokens = positive(options.homeTokens, DEFAULT_HOME_TOKENS);
     const stall = options.stallWeight;
     this.stallWeight = stall !== undefined && stall >= 0 && stall < Infinity ? stall : DEFAULT_STALL_WEIGHT;
-    const placed = this.stallWeight > 0 ? PLACED_KEYS : 1;
-    this.placedKey = new Int32Array(placed);
-    this.placedSlot = new Int32Array(placed);
+    this.placedKey = new Int32Array(PLACED_KEYS);
+    this.placedSlot = new Int32Array(PLACED_KEYS);
+    this.placedMessages = new Int32Array(PLACED_KEYS);
     this.candidate = new Float64Array(n);
   }
 
@@ -179,8 +199,19 @@ export class CacheAwarePolicy implements BalancePolicy {
     // stall weight, load also places new conversations: the node this instance placed the key on
     // last takes the home's part.
     const stall = this.stallWeight;
-    const placedAt = keyHash & (this.placedKey.length - 1);
-    if (stall > 0 && home >= 0 && this.placedKey[placedAt] === keyHash + 1) {
+    const placedAt = keyHash & PLACED_KEYS_MASK;
+    // Whether this instance placed the conversation's previous turn (or this one, retried): then
+    // its index saw where the conversation went. A body without chat messages cannot tell; it
+    // counts as followed once this instance has placed its key. Placed before but not followed
+    // (stale): another instance sent the turns since, and what this index holds of the
+    // conversation off its home is a turn this instance sent there before them.
+    const messages = pb === null ? 0 : pb.messages;
+    const placed = home >= 0 && this.placedKey[placedAt] === keyHash + 1;
+    const followed =
+      placed && (messages === 0 || messages <= this.placedMessages[placedAt]! + FOLLOW_MESSAGES);
+    const stale = placed && !followed;
+    const homeTokens = this.homeTokens;
+    if (stall > 0 && followed) {
       // Slots are this policy's own (a new member list builds a new policy); a placed node that is
       // down or tried leaves the key to its ring home.
       const slot = this.placedSlot[placedAt]!;
@@ -258,14 +289,18 @@ export class CacheAwarePolicy implements BalancePolicy {
         }
       }
       let cached = matched * BLOCK_TOKENS;
-      // The home's prior stands where this instance knows nothing of the conversation there, and
-      // only if what its index has forgotten could still be in the room (else a prefix the index
-      // no longer holds, if this instance ever sent it, is surely evicted too).
+      // A stale conversation is credited off its home with its key's prefix at most: the rest this
+      // index holds there is an old turn, and every instance goes home to meet again.
+      if (stale && i !== home && cached > homeTokens) cached = homeTokens;
+      // The home's prior stands where this instance's index shows less of the conversation there.
+      // Where this instance placed the previous turn, not if the index holds the prefix but too long
+      // ago to still fit (evicted), nor once the index has forgotten more than the room holds: it
+      // sent the turns and no longer holds them, so the node has evicted them too. Where another
+      // instance sent the turns since, this index is no guide: the prior stands.
       if (
         i === home &&
-        !evicted &&
         cached < homeCredit &&
-        this.indexes[i]!.forgottenAge * BLOCK_TOKENS <= room
+        (!followed || (!evicted && this.indexes[i]!.forgottenAge * BLOCK_TOKENS <= room))
       ) {
         cached = homeCredit;
       }
@@ -299,9 +334,10 @@ export class CacheAwarePolicy implements BalancePolicy {
       if (stall > 0) req.stallMs = bestStall;
     }
     if (n > 0) this.indexes[best]!.record(blocks, bestMatched);
-    if (stall > 0 && key !== null) {
+    if (key !== null) {
       this.placedKey[placedAt] = keyHash + 1;
       this.placedSlot[placedAt] = best;
+      this.placedMessages[placedAt] = messages;
     }
     return nodes[best]!;
   }

@@ -39,6 +39,13 @@ export interface PromptBlocks {
    * messages.
    */
   readonly historyTokens: number;
+  /**
+   * Messages of a chat body (its top-level `messages`), 0 for other bodies: a conversation's next
+   * turn has a few more (the answer and the new question, or a tool call and its results), so a
+   * balancer that remembers the count it placed a key with can tell whether it placed the previous
+   * turn.
+   */
+  readonly messages: number;
 }
 
 /** Hashes text as it arrives, block by block, into a scratch array reused by every request. */
@@ -111,7 +118,18 @@ export function readPromptBlocks(body: unknown): PromptBlocks {
   let history = w.historyChars;
   // The walk stopped at the length bound before the last message: all it read is history.
   if (history < 0 && w.full()) history = hasLaterMessages(body) ? w.chars : 0;
-  return { hashes: w.hashes(), historyTokens: history > 0 ? Math.floor(history / 4) : 0 };
+  return {
+    hashes: w.hashes(),
+    historyTokens: history > 0 ? Math.floor(history / 4) : 0,
+    messages: messageCount(body),
+  };
+}
+
+/** Length of `body`'s top-level `messages` array, 0 when it has none. */
+function messageCount(body: unknown): number {
+  if (typeof body !== 'object' || body === null) return 0;
+  const m = (body as { messages?: unknown }).messages;
+  return Array.isArray(m) ? m.length : 0;
 }
 
 /** True when `body` is a chat body with two or more messages. */

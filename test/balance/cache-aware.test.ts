@@ -9,7 +9,12 @@ import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CacheAwarePolicy, createCacheAware } from '../../proxy/balance/cache-aware.js';
 import type { BalanceOptions, PoolMember } from '../../proxy/balance/balance-policy.js';
-import { FIXED_WORK_TOKENS, chargePrefill, recordFirstToken } from '../../proxy/balance/node-timing.js';
+import {
+  FIXED_WORK_TOKENS,
+  chargePrefill,
+  recordFirstToken,
+  settlePrefill,
+} from '../../proxy/balance/node-timing.js';
 import {
   PROMPT_BLOCK_CHARS,
   PROMPT_BLOCK_TOKENS,
@@ -26,13 +31,17 @@ runPolicyConformance('cache-aware with a stall weight', createCacheAware, { stal
 const fleet = new TestFleet();
 afterEach(() => fleet.close());
 
-/** A request whose prompt is `text` (its blocks hashed), keyed by `key`; `history`: its history tokens. */
+/**
+ * A request whose prompt is `text` (its blocks hashed), keyed by `key`; `history`: its history
+ * tokens; `messages`: its chat messages (0: not a chat body).
+ */
 function chat(
   text: string,
   key: string | null = null,
   history = 0,
+  messages = 0,
 ): TestRequest & { promptBlocks(): PromptBlocks } {
-  const blocks: PromptBlocks = { hashes: blockHashes(text), historyTokens: history };
+  const blocks: PromptBlocks = { hashes: blockHashes(text), historyTokens: history, messages };
   const prompt = Math.ceil(text.length / 4);
   return { ...request(key, prompt + 100, prompt), promptBlocks: () => blocks };
 }
@@ -266,23 +275,92 @@ describe('cache-aware policy', () => {
     assert.notEqual(b.next.affinityOutcome, 'hit');
   });
 
-  it('does not credit the home with a conversation its index has forgotten when the room is smaller than what it forgot', () => {
+  it('does not credit the home with a conversation whose previous turn it placed there once its index has forgotten more than the room holds', () => {
     const ms = fleet.members(1, 1, 1, 1);
     rate(ms);
     const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
-    const turn = (): TestRequest =>
-      chat(words('a late turn of a long conversation ', 40), 'conversation-7', 2000);
-    const first = turn();
+    const first = chat(words('a late turn of a long conversation ', 40), 'conversation-7', 2000, 9);
     const home = pick(p, first)!;
     assert.equal(first.cachedTokens, 2000, 'nothing forgotten yet: the prior stands');
-    // The home's index drops generations (its share of 20,000 tokens is 209 blocks each).
+    // The home's index drops generations (its share of 20,000 tokens is 208 blocks each).
     const index = p.indexes[ms.findIndex((m) => m.node === home)]!;
     for (let i = 0; i < 20; i++) index.record(blockHashes(words(`other conversation ${i} `, 40)));
     assert.ok(index.forgottenAge * PROMPT_BLOCK_TOKENS > 13_000);
     home.inFlightCost = 5000; // room 20,000 − 5,000 − 2,660 < 13,000
-    const late = chat(words('an unseen turn of another conversation ', 40), 'conversation-7', 2000);
+    // The next turn (two messages more, within three), its prompt unseen by the index: this instance placed the
+    // previous turn and no longer holds it.
+    const late = chat(words('an unseen turn of another conversation ', 40), 'conversation-7', 2000, 11);
     pick(p, late);
     assert.equal(late.cachedTokens, 0, 'the room holds less than the index forgot');
+  });
+
+  it('keeps a conversation on its home in two instances that each placed every other turn, even where either index says it was evicted', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const options: BalanceOptions = { cacheTokens: 20_000, spillFloorTokens: 1e9 };
+    const a = new CacheAwarePolicy(ms, options);
+    const b = new CacheAwarePolicy(ms, options);
+    let text = words('a long conversation ', 40); // 2,560 tokens
+    // Turn k: 2k − 1 messages, 256 tokens more than turn k − 1.
+    const turn = (k: number): TestRequest => {
+      const history = Math.ceil(text.length / 4);
+      text += words(`turn ${k} of it `, 4);
+      return chat(text, 'conversation-7', history, 2 * k - 1);
+    };
+    const home = pick(b, turn(1))!;
+    const h = ms.findIndex((m) => m.node === home);
+    // The home has 1,000 tokens of prefill queued: credited with the conversation it wins
+    // (0.1 × (1,000 + 256 + 128) ms against 0.1 × (3,072 + 128) ms on an idle node); without
+    // any credit it loses.
+    chargePrefill(home, 1000);
+    assert.equal(pick(a, turn(2)), home, 'a never placed it: its index is no guide');
+    // Both indexes of the home now record other traffic: 7,680 tokens since either saw the
+    // conversation, more than the home's KV room beside 10,000 tokens in flight (6,572 tokens for
+    // turn 3, less for later ones).
+    for (const p of [a, b]) {
+      for (let i = 0; i < 6; i++) p.indexes[h]!.record(blockHashes(words(`other prompt ${i} `, 20)));
+    }
+    home.inFlightCost = 10_000;
+    for (let k = 3; k <= 6; k++) {
+      const req = turn(k);
+      assert.equal(pick(k % 2 === 0 ? a : b, req), home, `turn ${k}`);
+      assert.equal(req.cachedTokens, 2560 + 256 * (k - 1), `turn ${k}: the conversation so far`);
+    }
+    // One instance placing two turns in a row follows its own index: the prefix it holds there
+    // is evicted (7,680 tokens of other prompts since, room 5,548), so no credit.
+    for (let i = 0; i < 6; i++) a.indexes[h]!.record(blockHashes(words(`more prompts ${i} `, 20)));
+    const again = turn(7);
+    pick(a, again);
+    assert.equal(again.cachedTokens, 0);
+  });
+
+  it('brings a conversation back home in two instances after one of them spilled a turn, whatever that one holds elsewhere', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const a = new CacheAwarePolicy(ms, {});
+    const b = new CacheAwarePolicy(ms, {});
+    let text = words('a long conversation ', 40); // 2,560 tokens
+    const turn = (k: number): TestRequest => {
+      const history = Math.ceil(text.length / 4);
+      text += words(`turn ${k} of it `, 4);
+      return chat(text, 'conversation-7', history, 2 * k - 1);
+    };
+    const home = pick(b, turn(1))!;
+    // A burst on the home: a spills turn 2 (0.1 × (5,000 + 256 + 128) ms there, 0.1 × (3,072 + 128)
+    // ms on an idle node).
+    chargePrefill(home, 5000);
+    const spilled = pick(a, turn(2))!;
+    assert.notEqual(spilled, home);
+    // The burst drains to 1,000 tokens: b sends turn 3 home.
+    settlePrefill(home, 5000);
+    chargePrefill(home, 1000);
+    assert.equal(pick(b, turn(3)), home);
+    // a's index holds turn 2 (3,072 tokens) where it spilled it: counted in full, that node would
+    // win (0.1 × (3,584 − 3,072 + 128) ms against 0.1 × (1,000 + 256 + 128) ms at home). But b sent
+    // turn 3 since, so a credits it there with the key's prefix only and goes home too.
+    const fourth = turn(4);
+    assert.equal(pick(a, fourth), home);
+    assert.equal(fourth.cachedTokens, 2560 + 3 * 256, 'the conversation so far');
   });
 
   it('counts the KV a node lacks for the request as queued work and credits it with no cached prefix', () => {

@@ -182,6 +182,19 @@ describe('prompt block hashes', () => {
     const huge = { messages: [{ role: 'user', content: text('y', MAX_PROMPT_CHARS + 10) }, last] };
     assert.equal(readPromptBlocks(huge).historyTokens, MAX_PROMPT_CHARS / 4);
   });
+
+  it('count the chat messages, and none for other bodies', () => {
+    const m = (content: string): { role: string; content: string } => ({ role: 'user', content });
+    assert.equal(readPromptBlocks({ messages: [m('a'), m('b'), m('c')] }).messages, 3);
+    assert.equal(readPromptBlocks({ messages: [] }).messages, 0);
+    assert.equal(readPromptBlocks({ prompt: 'a prompt' }).messages, 0);
+    assert.equal(
+      readPromptBlocks({ input: [m('a'), m('b')] }).messages,
+      0,
+      'Responses-style input has no history either',
+    );
+    assert.equal(readPromptBlocks(null).messages, 0);
+  });
 });
 
 describe('PrefixIndex', () => {
