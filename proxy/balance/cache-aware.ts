@@ -17,17 +17,17 @@
  * tokens queued (`expected-ttft.ts`). A node whose queued prefill is far above the pool's mean gets
  * no cache credit (least-load).
  *
- * The policy remembers where it last placed each affinity key, and with how many chat messages (up
- * to `PLACED_KEYS` keys, by the key's hash: two keys that share a slot replace each other). Where
- * this instance placed the conversation's previous turn (the request has at most
- * `FOLLOW_MESSAGES` messages more), its index knows the conversation: the home's prior then gives way to what the index shows
- * evicted, and to an index that has forgotten more than the home's KV room holds. Where it did not
- * (another instance sent the turns since, or none was sent), its index is no guide and the home's
- * prior stands: instances that share nothing then all send the conversation home, even after its
- * prefix was evicted there; and where it placed an earlier turn, what its index holds of the
- * conversation off the home counts for no more than the key's prefix, so that an instance does not
- * keep returning to where it once spilled a turn (docs/balancing.md, "Two instances without shared
- * state").
+ * The policy remembers where it last placed each affinity key, and the turn it placed (chat
+ * messages, prompt blocks; up to `PLACED_KEYS` keys, by the key's hash: two keys that share a slot
+ * replace each other). A request that extends that turn's prompt by more messages than one turn
+ * adds (`FOLLOW_MESSAGES`) is stale: another instance sent the turns since, so this index is no
+ * guide. The home's prior then stands even where the index shows the prefix evicted, and what the
+ * index holds of the conversation off the home counts for no more than the key's prefix, so that
+ * instances sharing nothing meet at the home again after a spill or an eviction. Otherwise (the
+ * previous turn, a body without chat messages, another conversation under the same key) the index
+ * speaks for the conversation: the prior gives way to what it shows evicted, and to an index that
+ * has forgotten more than the home's KV room holds. A key this instance never placed keeps the
+ * prior (docs/balancing.md, "Two instances without shared state").
  *
  * The stall term (off by default) is what the request's prefill costs the requests already on the
  * node: with chunked prefill each of their decode steps waits for it. With it on, load places new
@@ -65,6 +65,17 @@ export const DEFAULT_STALL_WEIGHT = 0;
 /** Keys whose last placement a policy remembers (a power of two). */
 export const PLACED_KEYS = 4096;
 const PLACED_KEYS_MASK = PLACED_KEYS - 1;
+/** A placed-key entry: key hash + 1, member slot, then two turns (`T_*` fields each). */
+const P_KEY = 0;
+const P_SLOT = 1;
+const P_TURN = 2;
+const P_PREVIOUS = 5;
+const PLACED_FIELDS = 8;
+/** A turn: chat messages, prompt blocks, hash of the last block. */
+const T_MESSAGES = 0;
+const T_BLOCKS = 1;
+const T_HASH = 2;
+const TURN_FIELDS = 3;
 /**
  * Messages a request may have beyond the one this instance last placed its key with for this
  * instance to have placed its previous turn: an answer and a question (2), or an assistant's tool
@@ -105,13 +116,11 @@ export class CacheAwarePolicy implements BalancePolicy {
   /** Weight of the delay the request's prefill adds to each request in flight on a node (0: off). */
   private readonly stallWeight: number;
   /**
-   * Where this instance last placed each affinity key, by the key's ring hash modulo the table size:
-   * the hash + 1 (0: empty), the member slot and the request's chat messages (`PLACED_KEYS` slots,
-   * 48 KiB).
+   * Where this instance last placed each affinity key, by the key's ring hash modulo the table size,
+   * `PLACED_FIELDS` int32s per key (128 KiB in all): the hash + 1 (0: empty), the member slot, and
+   * the turn it placed there and the one before (chat messages, prompt blocks, last block's hash).
    */
-  private readonly placedKey: Int32Array;
-  private readonly placedSlot: Int32Array;
-  private readonly placedMessages: Int32Array;
+  private readonly placed: Int32Array;
   /** Scratch per slot: effective weight for the pick in progress (0 = not a candidate). */
   private readonly candidate: Float64Array;
   /** Slot the next scan starts at, so members with equal scores take turns. */
@@ -150,9 +159,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     this.homeTokens = positive(options.homeTokens, DEFAULT_HOME_TOKENS);
     const stall = options.stallWeight;
     this.stallWeight = stall !== undefined && stall >= 0 && stall < Infinity ? stall : DEFAULT_STALL_WEIGHT;
-    this.placedKey = new Int32Array(PLACED_KEYS);
-    this.placedSlot = new Int32Array(PLACED_KEYS);
-    this.placedMessages = new Int32Array(PLACED_KEYS);
+    this.placed = new Int32Array(PLACED_KEYS * PLACED_FIELDS);
     this.candidate = new Float64Array(n);
   }
 
@@ -199,22 +206,36 @@ export class CacheAwarePolicy implements BalancePolicy {
     // stall weight, load also places new conversations: the node this instance placed the key on
     // last takes the home's part.
     const stall = this.stallWeight;
-    const placedAt = keyHash & PLACED_KEYS_MASK;
-    // Whether this instance placed the conversation's previous turn (or this one, retried): then
-    // its index saw where the conversation went. A body without chat messages cannot tell; it
-    // counts as followed once this instance has placed its key. Placed before but not followed
-    // (stale): another instance sent the turns since, and what this index holds of the
-    // conversation off its home is a turn this instance sent there before them.
+    // Where this instance placed the key last (and the turn it placed there), if it did.
+    const table = this.placed;
+    const at = (keyHash & PLACED_KEYS_MASK) * PLACED_FIELDS;
     const messages = pb === null ? 0 : pb.messages;
-    const placed = home >= 0 && this.placedKey[placedAt] === keyHash + 1;
-    const followed =
-      placed && (messages === 0 || messages <= this.placedMessages[placedAt]! + FOLLOW_MESSAGES);
-    const stale = placed && !followed;
+    let seen = home >= 0 && table[at + P_KEY] === keyHash + 1;
+    // The turn to compare with: the last one placed, or for that same turn again (a retry), the one
+    // before it, so that every attempt of a request is judged alike.
+    let turn = at + P_TURN;
+    if (seen && messages === table[at + P_TURN + T_MESSAGES] && n === table[at + P_TURN + T_BLOCKS]) {
+      turn = at + P_PREVIOUS;
+      if (table[turn + T_MESSAGES] === 0 && table[turn + T_BLOCKS] === 0) seen = false;
+    }
+    // Stale: the request extends the prompt this instance placed last (same blocks up to its end)
+    // by more messages than one turn adds: another instance sent the turns since, and what this
+    // index holds of the conversation off its home is a turn this instance sent there before them.
+    // Anything else this instance placed (the previous turn, a body without chat messages, another
+    // conversation under the same key) it followed: its index speaks for the conversation.
+    const lastBlocks = table[turn + T_BLOCKS]!;
+    const stale =
+      seen &&
+      messages > table[turn + T_MESSAGES]! + FOLLOW_MESSAGES &&
+      lastBlocks > 0 &&
+      lastBlocks <= n &&
+      blocks[lastBlocks - 1] === table[turn + T_HASH];
+    const followed = seen && !stale;
     const homeTokens = this.homeTokens;
     if (stall > 0 && followed) {
       // Slots are this policy's own (a new member list builds a new policy); a placed node that is
       // down or tried leaves the key to its ring home.
-      const slot = this.placedSlot[placedAt]!;
+      const slot = table[at + P_SLOT]!;
       if (cand[slot]! > 0) home = slot;
     }
     const history = home >= 0 && pb !== null ? pb.historyTokens : 0;
@@ -334,12 +355,28 @@ export class CacheAwarePolicy implements BalancePolicy {
       if (stall > 0) req.stallMs = bestStall;
     }
     if (n > 0) this.indexes[best]!.record(blocks, bestMatched);
-    if (key !== null) {
-      this.placedKey[placedAt] = keyHash + 1;
-      this.placedSlot[placedAt] = best;
-      this.placedMessages[placedAt] = messages;
-    }
+    if (key !== null) this.place(at, keyHash, best, messages, blocks);
     return nodes[best]!;
+  }
+
+  /**
+   * Records that the key of ring hash `keyHash` (its table entry at `at`) went to member slot `slot`
+   * with a prompt of `messages` chat messages and block hashes `blocks`. A new turn moves the last
+   * one to the previous; the same turn again (a retry) leaves both.
+   */
+  private place(at: number, keyHash: number, slot: number, messages: number, blocks: Int32Array): void {
+    // HOT
+    const t = this.placed;
+    const n = blocks.length;
+    const same = t[at + P_KEY] === keyHash + 1;
+    if (!same || messages !== t[at + P_TURN + T_MESSAGES] || n !== t[at + P_TURN + T_BLOCKS]) {
+      for (let f = 0; f < TURN_FIELDS; f++) t[at + P_PREVIOUS + f] = same ? t[at + P_TURN + f]! : 0;
+      t[at + P_TURN + T_MESSAGES] = messages;
+      t[at + P_TURN + T_BLOCKS] = n;
+      t[at + P_TURN + T_HASH] = n > 0 ? blocks[n - 1]! : 0;
+    }
+    t[at + P_KEY] = keyHash + 1;
+    t[at + P_SLOT] = slot;
   }
 
   /** Member slot of the key's home: the first candidate clockwise from its ring hash `hash`; -1 for none. */

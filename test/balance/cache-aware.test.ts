@@ -275,23 +275,54 @@ describe('cache-aware policy', () => {
     assert.notEqual(b.next.affinityOutcome, 'hit');
   });
 
-  it('does not credit the home with a conversation whose previous turn it placed there once its index has forgotten more than the room holds', () => {
+  it('does not credit the home with a conversation whose previous turn it placed there once its index forgot more than the room holds', () => {
     const ms = fleet.members(1, 1, 1, 1);
     rate(ms);
     const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
-    const first = chat(words('a late turn of a long conversation ', 40), 'conversation-7', 2000, 9);
+    const opening = words('a late turn of a long conversation ', 40); // 2,560 tokens
+    const first = chat(opening, 'conversation-7', 2000, 9);
     const home = pick(p, first)!;
     assert.equal(first.cachedTokens, 2000, 'nothing forgotten yet: the prior stands');
-    // The home's index drops generations (its share of 20,000 tokens is 208 blocks each).
-    const index = p.indexes[ms.findIndex((m) => m.node === home)]!;
-    for (let i = 0; i < 20; i++) index.record(blockHashes(words(`other conversation ${i} `, 40)));
-    assert.ok(index.forgottenAge * PROMPT_BLOCK_TOKENS > 13_000);
-    home.inFlightCost = 5000; // room 20,000 − 5,000 − 2,660 < 13,000
-    // The next turn (two messages more, within three), its prompt unseen by the index: this instance placed the
-    // previous turn and no longer holds it.
-    const late = chat(words('an unseen turn of another conversation ', 40), 'conversation-7', 2000, 11);
-    pick(p, late);
-    assert.equal(late.cachedTokens, 0, 'the room holds less than the index forgot');
+    // Every node's index drops generations (its share of 20,000 tokens is 208 blocks each) and
+    // every node runs 5,000 tokens of KV: room 20,000 − 5,000 − 2,724 < the 13,000 forgotten.
+    for (const ix of p.indexes) {
+      for (let i = 0; i < 20; i++) ix.record(blockHashes(words(`other conversation ${i} `, 40)));
+    }
+    assert.ok(p.indexes[ms.findIndex((m) => m.node === home)]!.forgottenAge * PROMPT_BLOCK_TOKENS > 13_000);
+    for (const m of ms) m.node.inFlightCost = 5000;
+    const next = (more: number, text = opening + words('and then ', 1)): TestRequest =>
+      chat(text, 'conversation-7', 2000, 9 + more);
+    // Three messages more (a tool call and two results): the previous turn, which this instance
+    // placed and its index no longer holds: evicted.
+    const followed = next(3);
+    pick(p, followed);
+    assert.equal(followed.cachedTokens, 0, 'the room holds less than the index forgot');
+    // Another conversation under the same key (its prompt does not extend the one placed last):
+    // also this instance's own, judged by its index.
+    const other = next(7, words('another conversation on the key ', 41));
+    pick(p, other);
+    assert.equal(other.cachedTokens, 0);
+  });
+
+  it('takes a turn that extends the one it placed by four messages or more as placed by another instance, every attempt alike', () => {
+    const ms = fleet.members(1, 1, 1, 1);
+    rate(ms);
+    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
+    const opening = words('a late turn of a long conversation ', 40);
+    const home = pick(p, chat(opening, 'conversation-7', 2000, 9))!;
+    for (const ix of p.indexes) {
+      for (let i = 0; i < 20; i++) ix.record(blockHashes(words(`other conversation ${i} `, 40)));
+    }
+    for (const m of ms) m.node.inFlightCost = 5000;
+    // Four messages more: another instance placed the turn between; the home's prior stands.
+    const stale = chat(opening + words('two turns on ', 1), 'conversation-7', 2000, 13);
+    assert.equal(pick(p, stale), home);
+    assert.equal(stale.cachedTokens, 2000);
+    // Its retry (the home failed): the next node on the ring is its home now, judged the same way,
+    // although the first attempt was recorded as this key's last turn.
+    const retry = p.pick(stale, [home]);
+    assert.notEqual(retry, home);
+    assert.equal(stale.cachedTokens, 2000);
   });
 
   it('keeps a conversation on its home in two instances that each placed every other turn, even where either index says it was evicted', () => {
