@@ -76,6 +76,55 @@ function placedOnOneOfTwo(
   return { p, home, other: ms.find((m) => m.node !== home)!.node };
 }
 
+/** The prompt every node's index has forgotten in `placedThenForgotten` (2,560 tokens). */
+const FORGOTTEN_OPENING = words('a late turn of a long conversation ', 40);
+
+/**
+ * Four nodes and one policy that placed `FORGOTTEN_OPENING` (conversation-7, 9 messages, history
+ * 2,000) on its home; then every node's index drops generations of other traffic (its share of
+ * 20,000 tokens is 208 blocks each) and every node runs 5,000 tokens of KV, so a turn's room
+ * (20,000 − 5,000 − about 2,700) is under the 13,000 tokens the indexes forgot.
+ */
+function placedThenForgotten(): {
+  ms: PoolMember[];
+  p: CacheAwarePolicy;
+  home: UpstreamNode;
+  first: TestRequest;
+} {
+  const ms = fleet.members(1, 1, 1, 1);
+  rate(ms);
+  const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
+  const first = chat(FORGOTTEN_OPENING, 'conversation-7', 2000, 9);
+  const home = pick(p, first)!;
+  for (const ix of p.indexes) {
+    for (let i = 0; i < 20; i++) ix.record(blockHashes(words(`other conversation ${i} `, 40)));
+  }
+  for (const m of ms) m.node.inFlightCost = 5000;
+  return { ms, p, home, first };
+}
+
+/**
+ * Four nodes, two policies with `options` (two instances sharing nothing) and a conversation whose
+ * turn k has 2k − 1 messages and 256 tokens more than turn k − 1 (turn 1: 2,816 tokens, 2,560 of
+ * them history).
+ */
+function twoInstances(options: BalanceOptions): {
+  ms: PoolMember[];
+  a: CacheAwarePolicy;
+  b: CacheAwarePolicy;
+  turn: (k: number) => TestRequest;
+} {
+  const ms = fleet.members(1, 1, 1, 1);
+  rate(ms);
+  let text = words('a long conversation ', 40);
+  const turn = (k: number): TestRequest => {
+    const history = Math.ceil(text.length / 4);
+    text += words(`turn ${k} of it `, 4);
+    return chat(text, 'conversation-7', history, 2 * k - 1);
+  };
+  return { ms, a: new CacheAwarePolicy(ms, options), b: new CacheAwarePolicy(ms, options), turn };
+}
+
 describe('cache-aware policy', () => {
   it('reports its YAML kind and that it scores the prefill queue', () => {
     const p = createCacheAware(fleet.members(1), {});
@@ -276,21 +325,10 @@ describe('cache-aware policy', () => {
   });
 
   it('does not credit the home with a conversation whose previous turn it placed there once its index forgot more than the room holds', () => {
-    const ms = fleet.members(1, 1, 1, 1);
-    rate(ms);
-    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
-    const opening = words('a late turn of a long conversation ', 40); // 2,560 tokens
-    const first = chat(opening, 'conversation-7', 2000, 9);
-    const home = pick(p, first)!;
+    const { ms, p, home, first } = placedThenForgotten();
     assert.equal(first.cachedTokens, 2000, 'nothing forgotten yet: the prior stands');
-    // Every node's index drops generations (its share of 20,000 tokens is 208 blocks each) and
-    // every node runs 5,000 tokens of KV: room 20,000 − 5,000 − 2,724 < the 13,000 forgotten.
-    for (const ix of p.indexes) {
-      for (let i = 0; i < 20; i++) ix.record(blockHashes(words(`other conversation ${i} `, 40)));
-    }
     assert.ok(p.indexes[ms.findIndex((m) => m.node === home)]!.forgottenAge * PROMPT_BLOCK_TOKENS > 13_000);
-    for (const m of ms) m.node.inFlightCost = 5000;
-    const next = (more: number, text = opening + words('and then ', 1)): TestRequest =>
+    const next = (more: number, text = FORGOTTEN_OPENING + words('and then ', 1)): TestRequest =>
       chat(text, 'conversation-7', 2000, 9 + more);
     // Three messages more (a tool call and two results): the previous turn, which this instance
     // placed and its index no longer holds: evicted.
@@ -305,17 +343,9 @@ describe('cache-aware policy', () => {
   });
 
   it('takes a turn that extends the one it placed by four messages or more as placed by another instance, every attempt alike', () => {
-    const ms = fleet.members(1, 1, 1, 1);
-    rate(ms);
-    const p = new CacheAwarePolicy(ms, { cacheTokens: 20_000, spillFloorTokens: 1e9 });
-    const opening = words('a late turn of a long conversation ', 40);
-    const home = pick(p, chat(opening, 'conversation-7', 2000, 9))!;
-    for (const ix of p.indexes) {
-      for (let i = 0; i < 20; i++) ix.record(blockHashes(words(`other conversation ${i} `, 40)));
-    }
-    for (const m of ms) m.node.inFlightCost = 5000;
+    const { p, home } = placedThenForgotten();
     // Four messages more: another instance placed the turn between; the home's prior stands.
-    const stale = chat(opening + words('two turns on ', 1), 'conversation-7', 2000, 13);
+    const stale = chat(FORGOTTEN_OPENING + words('two turns on ', 1), 'conversation-7', 2000, 13);
     assert.equal(pick(p, stale), home);
     assert.equal(stale.cachedTokens, 2000);
     // Its retry (the home failed): the next node on the ring is its home now, judged the same way,
@@ -326,18 +356,7 @@ describe('cache-aware policy', () => {
   });
 
   it('keeps a conversation on its home in two instances that each placed every other turn, even where either index says it was evicted', () => {
-    const ms = fleet.members(1, 1, 1, 1);
-    rate(ms);
-    const options: BalanceOptions = { cacheTokens: 20_000, spillFloorTokens: 1e9 };
-    const a = new CacheAwarePolicy(ms, options);
-    const b = new CacheAwarePolicy(ms, options);
-    let text = words('a long conversation ', 40); // 2,560 tokens
-    // Turn k: 2k − 1 messages, 256 tokens more than turn k − 1.
-    const turn = (k: number): TestRequest => {
-      const history = Math.ceil(text.length / 4);
-      text += words(`turn ${k} of it `, 4);
-      return chat(text, 'conversation-7', history, 2 * k - 1);
-    };
+    const { ms, a, b, turn } = twoInstances({ cacheTokens: 20_000, spillFloorTokens: 1e9 });
     const home = pick(b, turn(1))!;
     const h = ms.findIndex((m) => m.node === home);
     // The home has 1,000 tokens of prefill queued: credited with the conversation it wins
@@ -366,16 +385,7 @@ describe('cache-aware policy', () => {
   });
 
   it('brings a conversation back home in two instances after one of them spilled a turn, whatever that one holds elsewhere', () => {
-    const ms = fleet.members(1, 1, 1, 1);
-    rate(ms);
-    const a = new CacheAwarePolicy(ms, {});
-    const b = new CacheAwarePolicy(ms, {});
-    let text = words('a long conversation ', 40); // 2,560 tokens
-    const turn = (k: number): TestRequest => {
-      const history = Math.ceil(text.length / 4);
-      text += words(`turn ${k} of it `, 4);
-      return chat(text, 'conversation-7', history, 2 * k - 1);
-    };
+    const { a, b, turn } = twoInstances({});
     const home = pick(b, turn(1))!;
     // A burst on the home: a spills turn 2 (0.1 × (5,000 + 256 + 128) ms there, 0.1 × (3,072 + 128)
     // ms on an idle node).
