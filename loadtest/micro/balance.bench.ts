@@ -105,8 +105,12 @@ const OUTSTANDING = 32;
  * a turn of one of them, its prompt blocks and affinity key already hashed (the session hashes both
  * once per request). As the session does, each pick charges its uncached prompt to the node's
  * prefill queue, settled 32 picks later, so queues move and the conversations spread over the nodes.
+ * With `chat`, turn t of a conversation carries 2 + 2t chat messages and the tokens before its last
+ * message as history, as a chat body does (prompt-blocks.ts). Turns come in no order, so a pick
+ * that extends the turn last placed under its key by more than one turn's messages takes the stale
+ * path (cache-aware.ts): three picks in four in this order, as for instances taking turns.
  */
-function cacheAwareLoop(): () => unknown {
+function cacheAwareLoop(chat: boolean): () => unknown {
   const policy = createCacheAware(benchFleet(), {});
   const charged: { node: UpstreamNode | null; tokens: number }[] = Array.from(
     { length: OUTSTANDING },
@@ -130,9 +134,14 @@ function cacheAwareLoop(): () => unknown {
   for (let c = 0; c < 64; c++) {
     let text = `system prompt ${c % 8} `.repeat(400);
     for (let t = 0; t < 8; t++) {
+      const before = text.length;
       text += `turn ${t} of conversation ${c}: `.repeat(120);
       turns.push({
-        blocks: { hashes: blockHashes(text), historyTokens: 0, messages: 0 },
+        blocks: {
+          hashes: blockHashes(text),
+          historyTokens: chat ? Math.ceil(before / 4) : 0,
+          messages: chat ? 2 + 2 * t : 0,
+        },
         prompt: Math.ceil(text.length / 4),
         key: `conversation-${c}`,
         keyHash: stableHash26(`conversation-${c}`),
@@ -190,7 +199,13 @@ export const benchmarks: MicroBenchmark[] = [
   pick('consistent-hash', (m) => createConsistentHash(m, { seed: 7 }), true),
   {
     name: `balance: cache-aware pick, ${NODES} nodes, warm index`,
-    setup: cacheAwareLoop,
+    setup: () => cacheAwareLoop(false),
+    p99LimitNs: CACHE_AWARE_P99_LIMIT_NS,
+    allocationFree: true,
+  },
+  {
+    name: `balance: cache-aware pick, ${NODES} nodes, warm index, chat message counts`,
+    setup: () => cacheAwareLoop(true),
     p99LimitNs: CACHE_AWARE_P99_LIMIT_NS,
     allocationFree: true,
   },

@@ -292,7 +292,8 @@ export class CacheAwarePolicy implements BalancePolicy {
             (qs + prompt + FIXED_TOKENS + stalls * (prompt + FIXED_TOKENS) - (bestScore * w - b) / r) /
             (1 + stalls);
           const blocksNeeded = cachedNeeded / (BLOCK_TOKENS * keep);
-          if (blocksNeeded >= n + 2 || cachedNeeded > room) continue;
+          // A stale conversation's credit off its home is capped at the key's prefix (below).
+          if (blocksNeeded >= n + 2 || cachedNeeded > room || (stale && cachedNeeded > homeTokens)) continue;
           // Holding fewer than `need` blocks (one less than exact, against rounding) cannot win. An
           // int32, not Math.floor's double, which the call below would box.
           const need = (blocksNeeded | 0) - 1;
