@@ -5,8 +5,16 @@
  * callbacks in their raw form (`onConnect`, `onHeaders` with the raw header list, `onData`,
  * `onComplete`, `onError`), so undici builds no controller or header object per request, and is its
  * own flow controller (`pause`, `resume`, `abort`).
+ *
+ * It also keeps its own time to first byte and body-gap deadlines, in its route's deadline lists
+ * (one timer per list, an O(1) move per chunk), instead of undici's per-request `headersTimeout`
+ * and `bodyTimeout`: those allocate a timer object per request phase that lives until undici's
+ * next half-second sweep, long enough to be promoted out of the young generation.
  */
+import { errors } from 'undici';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { nowMs } from './clock.js';
+import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
 import type { HeldHead } from './held-head.js';
 import type { Session } from './session.js';
 import { SSE_LINE_START } from './sse-first-event.js';
@@ -18,7 +26,7 @@ export interface Controller {
   resume(): void;
 }
 
-export class Attempt {
+export class Attempt implements DeadlineEntry {
   readonly session: Session;
   readonly node: UpstreamNode;
   /** 1 for the first attempt of the request. */
@@ -72,6 +80,16 @@ export class Attempt {
   held: HeldHead | null = null;
   /** The attempt's span id when the request is traced, else null. */
   traceSpanId: string | null = null;
+  // DeadlineEntry: the attempt is in its route's time-to-first-byte list until the head, then in
+  // its body-gap list until the end.
+  deadlineAt = 0;
+  dlPrev: DeadlineEntry | null = null;
+  dlNext: DeadlineEntry | null = null;
+  dlList: DeadlineList | null = null;
+  /** The body-gap list the attempt joins at its head; null when the route has no idle timeout. */
+  private idleList: DeadlineList | null = null;
+  /** A timeout that fired before undici handed over the abort; applied in onConnect. */
+  private lateAbort: Error | null = null;
 
   constructor(
     session: Session,
@@ -87,6 +105,34 @@ export class Attempt {
     this.hedge = hedge;
     this.startMs = startMs;
     this.cost = cost;
+  }
+
+  /**
+   * Starts the attempt's deadlines at dispatch: time to first byte (`ttfb`, null for none), then,
+   * from the head on, the longest gap between body chunks (`idle`, null for none).
+   */
+  watch(ttfb: DeadlineList | null, idle: DeadlineList | null, now: number): void {
+    // HOT
+    this.idleList = idle;
+    if (ttfb !== null) ttfb.add(this, now);
+  }
+
+  /** A deadline passed (the list already dropped the attempt). */
+  onDeadline(): void {
+    const idle = this.idleList;
+    if (this.resumeBody === null) {
+      this.timeOut(new errors.HeadersTimeoutError());
+    } else if (this.paused && idle !== null) {
+      // The client is not reading: the gap is not the node's (as with undici's body timeout).
+      idle.add(this, nowMs());
+    } else {
+      this.timeOut(new errors.BodyTimeoutError());
+    }
+  }
+
+  private timeOut(err: Error): void {
+    if (this.abortExchange !== null) this.abort(err);
+    else this.lateAbort = err;
   }
 
   /** Aborts the upstream exchange if it is still running. */
@@ -114,12 +160,14 @@ export class Attempt {
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
+    this.idleList?.renew(this, nowMs());
     this.resumeBody?.();
   }
 
   onConnect(abort: (reason: Error) => void): void {
     this.abortExchange = abort;
     if (this.cancelled) this.abort(new Error('attempt cancelled'));
+    else if (this.lateAbort !== null) this.abort(this.lateAbort);
   }
 
   onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -127,23 +175,28 @@ export class Attempt {
     // Informational answers (103 Early Hints) are not the response; undici waits for the final one.
     if (status < 200) return true;
     this.resumeBody = resume;
+    this.dlList?.remove(this);
+    this.idleList?.add(this, nowMs());
     this.session.attemptHead(this, status, rawHeaders);
     return !this.paused;
   }
 
   onData(chunk: Buffer): boolean {
     // HOT
+    this.idleList?.renew(this, nowMs());
     this.session.attemptData(this, chunk);
     return !this.paused;
   }
 
   onComplete(): void {
     this.abortExchange = null;
+    this.dlList?.remove(this);
     this.session.attemptEnd(this);
   }
 
   onError(err: Error): void {
     this.abortExchange = null;
+    this.dlList?.remove(this);
     this.session.attemptError(this, err);
   }
 }

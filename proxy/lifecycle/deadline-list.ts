@@ -1,6 +1,6 @@
 /**
- * Deadlines of one fixed duration (a route's total timeout) for many requests, under a single
- * timer. Entries join at the tail as they start, so the list stays in deadline order and only its
+ * Deadlines of one fixed duration (a route's total timeout, time to first byte or body gap) for many
+ * requests, under a single timer. Entries join at the tail as they start, so the list stays in deadline order and only its
  * head needs a timer; leaving is O(1) from anywhere (the links live in the entry itself). Nothing
  * is allocated per request, and no timer is created or cleared per request.
  *
@@ -63,6 +63,21 @@ export class DeadlineList {
     e.dlPrev = e.dlNext = null;
     e.dlList = null;
     this.size--;
+  }
+
+  /**
+   * Moves `e` (in this list) to the tail with the deadline now + durationMs: a body gap's deadline
+   * starts again at every chunk. No-op when `e` is not in this list.
+   */
+  renew(e: DeadlineEntry, now: number): void {
+    // HOT
+    if (e.dlList !== this) return;
+    if (this.tail !== e) {
+      this.remove(e);
+      this.add(e, now);
+      return;
+    }
+    e.deadlineAt = now + this.durationMs;
   }
 
   /** Runs every entry whose deadline has passed, then arms the timer for the next one. */

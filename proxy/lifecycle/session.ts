@@ -487,18 +487,21 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       this.releaseAttempt(att);
       return;
     }
-    const t = this.route!.timeouts;
     const p = this.plug;
     const headers = p === null ? this.headers : p.upstreamHeaders();
     if (this.rec.trace !== null) this.rec.onAttemptStart(att, headers);
+    // The attempt keeps its own time-to-first-byte and body-gap deadlines (attempt.ts): undici's
+    // are off (0).
+    const route = this.route!;
+    att.watch(route.ttfbDeadlines, route.idleDeadlines, nowMs());
     att.node.dispatch(
       {
         method: this.method,
         path: this.url,
         headers,
         body: p === null ? this.body : p.upstreamBody(),
-        ttfbMs: t.ttfbMs,
-        idleMs: t.idleMs,
+        ttfbMs: 0,
+        idleMs: 0,
       },
       att,
     );

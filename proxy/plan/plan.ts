@@ -126,6 +126,8 @@ export class Plan {
     for (const r of this.routes.routes) {
       if (r.batcher !== null) void r.batcher.close();
       r.deadlines?.close();
+      r.ttfbDeadlines?.close();
+      r.idleDeadlines?.close();
     }
     for (const n of this.nodes) this.registry.release(n);
     for (const s of this.orphans) s.close();

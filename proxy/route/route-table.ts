@@ -85,6 +85,10 @@ export class Route {
   readonly timeouts: ResolvedTimeouts;
   /** Total-timeout deadlines of the route's requests under one timer; null when total_ms is 0. */
   readonly deadlines: DeadlineList | null;
+  /** Time-to-first-byte deadlines of the route's upstream attempts; null when ttfb_ms is 0. */
+  readonly ttfbDeadlines: DeadlineList | null;
+  /** Body-gap deadlines of the route's upstream attempts; null when idle_ms is 0. */
+  readonly idleDeadlines: DeadlineList | null;
   readonly stats: RouteStats;
   /** Histogram series per pool and node, resolved when the plan is compiled. */
   series: RouteSeries | null = null;
@@ -116,6 +120,8 @@ export class Route {
     const t = { ...poolTimeouts, ...config.timeouts };
     this.timeouts = { connectMs: t.connect_ms, ttfbMs: t.ttfb_ms, idleMs: t.idle_ms, totalMs: t.total_ms };
     this.deadlines = t.total_ms > 0 ? new DeadlineList(t.total_ms) : null;
+    this.ttfbDeadlines = t.ttfb_ms > 0 ? new DeadlineList(t.ttfb_ms) : null;
+    this.idleDeadlines = t.idle_ms > 0 ? new DeadlineList(t.idle_ms) : null;
     const m = config.match;
     this.path = m.path ?? null;
     this.pathPrefix = m.path_prefix ?? null;

@@ -65,6 +65,31 @@ describe('deadline list', { timeout: 10_000 }, () => {
     list.close();
   });
 
+  it('renews an entry: it moves to the tail with a fresh deadline and does not fire at its old one', () => {
+    const log: string[] = [];
+    const list = new DeadlineList(1_000);
+    const [a, b, c] = ['a', 'b', 'c'].map((n) => new Entry(n, log)) as [Entry, Entry, Entry];
+    const t0 = nowMs();
+    list.add(a, t0);
+    list.add(b, t0 + 10);
+    list.renew(a, t0 + 500); // a gap ended: a's deadline is now t0 + 1500, after b's
+    list.renew(b, t0 + 600); // b is no longer the tail either
+    list.renew(b, t0 + 700); // b is the tail: only its deadline moves
+    assert.equal(a.deadlineAt, t0 + 1_500);
+    assert.equal(b.deadlineAt, t0 + 1_700);
+    list.renew(c, t0 + 700); // not in the list: nothing happens
+    assert.equal(c.dlList, null);
+    assert.equal(list.size, 2);
+    list.expire(t0 + 1_100);
+    assert.deepEqual(log, [], 'neither fires at its first deadline');
+    list.expire(t0 + 1_500);
+    assert.deepEqual(log, ['a']);
+    list.expire(t0 + 1_700);
+    assert.deepEqual(log, ['a', 'b']);
+    assert.equal(list.size, 0);
+    list.close();
+  });
+
   it('fires real deadlines from its single timer', async () => {
     const log: string[] = [];
     const list = new DeadlineList(40);

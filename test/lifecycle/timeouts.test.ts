@@ -6,7 +6,8 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
+import { createServer } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
@@ -277,6 +278,92 @@ class BlackholeListener {
     await this.worker.terminate();
   }
 }
+
+/**
+ * A node that streams `events` SSE events of about 1 KiB as fast as the connection takes them, then
+ * `[DONE]`: enough bytes to fill the socket buffers of a client that stops reading.
+ */
+async function startFloodNode(events: number): Promise<{ url: string; close(): Promise<void> }> {
+  const line = `data: ${JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(1000) } }] })}\n\n`;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < events) {
+          sent++;
+          if (!res.write(line)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end('data: [DONE]\n\n');
+      };
+      pump();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+describe('body gap while the client is not reading', { timeout: 30_000 }, () => {
+  let node: Awaited<ReturnType<typeof startFloodNode>> | undefined;
+  let t: TestSluice | undefined;
+  const EVENTS = 40_000; // about 42 MB: more than the loopback socket buffers hold
+
+  before(async () => {
+    node = await startFloodNode(EVENTS);
+    t = await startTestSluice(config(node.url, '{ ttfb_ms: 2000, idle_ms: 300, total_ms: 0 }'));
+  });
+
+  after(async () => {
+    await t?.close();
+    await node?.close();
+  });
+
+  it('does not cut a stream while the client reads nothing for longer than idle_ms', async () => {
+    const { port } = new URL(t!.url);
+    const body = chatBody({ stream: true });
+    const sock: Socket = connect(Number(port), '127.0.0.1');
+    await new Promise<void>((r, j) => sock.once('connect', r).once('error', j));
+    sock.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+    let bytes = 0;
+    let tail = '';
+    const ended = new Promise<void>((r) => sock.on('end', r).on('close', r));
+    sock.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+      tail = (tail + chunk.toString('latin1')).slice(-64);
+    });
+    // Read the head and a little, then stop reading for five idle timeouts: Sluice's writes back
+    // up, it stops reading from the node, and the node goes quiet: the gap is the client's.
+    await waitFor(() => bytes > 0, 5000, 'the head');
+    sock.pause();
+    await new Promise((r) => setTimeout(r, 1500));
+    const whilePaused = t!.sluice.stats.inFlight;
+    sock.resume();
+    await ended;
+    assert.equal(whilePaused, 1, 'the request was still in flight after the pause');
+    assert.ok(bytes > EVENTS * 1000, `only ${bytes} bytes arrived`);
+    assert.match(
+      tail,
+      /data: \[DONE\]\n\n(\r\n0\r\n\r\n)?$/,
+      `the stream ended with ${JSON.stringify(tail)}`,
+    );
+    assert.doesNotMatch(tail, /upstream_idle_timeout/);
+  });
+});
 
 describe('connect timeout', () => {
   let fleet: SimFleet;
