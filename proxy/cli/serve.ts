@@ -5,6 +5,7 @@
 import { resolve } from 'node:path';
 import { ConfigInvalidError, startSluice } from '../runtime/sluice.js';
 import { createLogger, levelFromEnv } from '../runtime/logger.js';
+import { tuneV8 } from '../runtime/v8-tuning.js';
 
 function parseArgs(argv: string[], defaultConfig: string): { config: string; watch: boolean } | string {
   let config = defaultConfig;
@@ -29,6 +30,7 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
     process.stderr.write(`sluice serve: ${args}\nusage: sluice serve [--config FILE] [--no-watch]\n`);
     return 2;
   }
+  tuneV8();
   const log = createLogger(levelFromEnv('info'));
   let sluice;
   try {
