@@ -69,7 +69,7 @@ describe('deadline list', { timeout: 10_000 }, () => {
     const log: string[] = [];
     const list = new DeadlineList(1_000);
     const [a, b, c] = ['a', 'b', 'c'].map((n) => new Entry(n, log)) as [Entry, Entry, Entry];
-    const t0 = nowMs();
+    const t0 = Math.floor(nowMs()); // whole milliseconds: the sums below are exact
     list.add(a, t0);
     list.add(b, t0 + 10);
     list.renew(a, t0 + 500); // a gap ended: a's deadline is now t0 + 1500, after b's
