@@ -183,8 +183,10 @@ export class Attempt implements DeadlineEntry {
 
   onData(chunk: Buffer): boolean {
     // HOT
-    this.idleList?.renew(this, nowMs());
-    this.session.attemptData(this, chunk);
+    // One clock reading per chunk serves the body-gap deadline and the session's chunk timing.
+    const now = nowMs();
+    this.idleList?.renew(this, now);
+    this.session.attemptData(this, chunk, now);
     return !this.paused;
   }
 

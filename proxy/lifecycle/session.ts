@@ -625,7 +625,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody);
   }
 
-  attemptData(att: Attempt, chunk: Buffer): void {
+  /** A body chunk of `att`, read at `now` (monotonic ms). */
+  attemptData(att: Attempt, chunk: Buffer, now: number): void {
     // HOT
     if (att !== this.winner || this.finished) {
       if (att.held !== null && this.winner === null && !this.finished) this.heldData(att, chunk);
@@ -633,7 +634,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     }
     if (this.sse) {
       if (att.firstTokenMs < 0) this.scanFirstToken(att, chunk);
-      else this.rec.onChunk(nowMs());
+      else this.rec.onChunk(now);
     }
     this.forward(att, chunk);
   }
