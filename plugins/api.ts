@@ -73,7 +73,11 @@ export interface PluginRequest {
   setMethod(method: string): void;
   /** onRequest: changes the path (and query), e.g. `/v1/chat/completions?x=1`. */
   setUrl(url: string): void;
-  /** onRequest: the request's headers; onUpstreamRequest: this attempt's headers only. */
+  /**
+   * onRequest: the request's headers; onUpstreamRequest: this attempt's headers only. Values are
+   * byte strings, one character per byte, as in Node's `http` (U+0080 to U+00FF go out as that
+   * byte; a wider character throws: encode such text first, e.g. RFC 8187 percent-encoding).
+   */
   setHeader(name: string, value: string): void;
   /** onRequest, onUpstreamRequest: removes every value of a header. */
   removeHeader(name: string): void;
@@ -90,9 +94,13 @@ export interface PluginRequest {
   /** Any phase before onDone: attaches a tag. */
   tag(name: string, value: string): void;
 
-  /** onResponseHead on: a response header by lower-case name. */
+  /**
+   * onResponseHead on: a response header by lower-case name, as a byte string (one character per
+   * byte the node sent, so a UTF-8 value reads as its bytes: decode with
+   * `Buffer.from(v, 'latin1').toString()`).
+   */
   responseHeader(name: string): string | undefined;
-  /** onResponseHead: sets a response header (not hop-by-hop, not content-length). */
+  /** onResponseHead: sets a response header (not hop-by-hop, not content-length); a byte string, as `setHeader`. */
   setResponseHeader(name: string, value: string): void;
   /** onResponseHead: removes a response header. */
   removeResponseHeader(name: string): void;

@@ -15,9 +15,17 @@ export interface Downstream {
   reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void;
   /**
    * Writes the head of a streamed response. `contentLength` is the body size, or -1 when unknown
-   * (chunked framing, e.g. SSE). `noBody` for HEAD requests and 204/304.
+   * (chunked framing, e.g. SSE). `noBody` for HEAD requests and 204/304. Header values are byte
+   * strings (one character per byte, as in Node's `http`); `binary` says that some value holds a
+   * character from U+0080 to U+00FF, to be written as that one byte.
    */
-  start(status: number, headers: readonly string[], contentLength: number, noBody: boolean): void;
+  start(
+    status: number,
+    headers: readonly string[],
+    contentLength: number,
+    noBody: boolean,
+    binary?: boolean,
+  ): void;
   /**
    * Writes a body chunk. Returns false under backpressure: the caller must stop producing until the
    * session's `onDownstreamDrain` is called. The chunk is not needed after the call returns.

@@ -1,6 +1,10 @@
 /**
  * Header rules shared by both directions: which headers are hop-by-hop (RFC 9110 §7.6.1) and are
  * never forwarded, and the building of the response header list sent to the client.
+ *
+ * Header values inside Sluice are byte strings, as in Node's `http`: one character per byte
+ * (latin1), so that a value a node sent with bytes of 0x80 and above (obs-text, RFC 9110 §5.5, such
+ * as a UTF-8 file name) reaches the client byte for byte.
  */
 
 /**
@@ -52,6 +56,11 @@ export interface ResponseHead {
   retryAfter: string | undefined;
   /** `transfer-encoding` values joined with `, `, or '' when absent. */
   transferEncoding: string;
+  /**
+   * True when some value holds a byte of 0x80 or above: the writer must then send those values as
+   * latin1 bytes (a uWS response encodes strings as UTF-8, which would turn each such byte into two).
+   */
+  binary: boolean;
 }
 
 const head: ResponseHead = {
@@ -60,6 +69,7 @@ const head: ResponseHead = {
   contentLength: '',
   retryAfter: undefined,
   transferEncoding: '',
+  binary: false,
 };
 
 /**
@@ -76,6 +86,7 @@ export function readResponseHead(raw: readonly Buffer[], requestId: string): Res
   head.contentLength = '';
   head.retryAfter = undefined;
   head.transferEncoding = '';
+  let binary = false;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = lowerName(raw[i]!.toString('latin1'));
     const value = raw[i + 1]!.toString('latin1');
@@ -97,6 +108,7 @@ export function readResponseHead(raw: readonly Buffer[], requestId: string): Res
         continue;
     }
     if (RESPONSE_SKIP.has(name)) continue;
+    if (!binary && NON_ASCII.test(value)) binary = true;
     out.push(name, value);
   }
   if (connection !== '') {
@@ -105,8 +117,16 @@ export function readResponseHead(raw: readonly Buffer[], requestId: string): Res
   }
   out.push('x-request-id', requestId);
   head.headers = out;
+  head.binary = binary;
   return head;
 }
+
+/** True when `s` has a character above U+007F. */
+export function hasNonAscii(s: string): boolean {
+  return NON_ASCII.test(s);
+}
+
+const NON_ASCII = /[^\x00-\x7f]/;
 
 /**
  * True when a response's `transfer-encoding` is absent or exactly `chunked` (RFC 9112 §6.1). Any

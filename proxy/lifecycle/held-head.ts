@@ -21,6 +21,7 @@ export class HeldHead implements ResponseHead {
   contentLength: string;
   retryAfter: string | undefined;
   transferEncoding: string;
+  binary: boolean;
   /** Body bytes received before the first event, in order; references, no copies. */
   readonly chunks: Buffer[] = [];
   /** Bytes in `chunks`. */
@@ -33,6 +34,7 @@ export class HeldHead implements ResponseHead {
     this.contentLength = head.contentLength;
     this.retryAfter = head.retryAfter;
     this.transferEncoding = head.transferEncoding;
+    this.binary = head.binary;
   }
 
   /** Keeps a body chunk until the attempt wins or loses. */

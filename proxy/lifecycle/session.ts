@@ -619,10 +619,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.host.draining) out.push('connection', 'close');
     const p = this.plug;
     if (p !== null) {
-      p.responseHead(att, status, out, Number.isFinite(length) ? length : -1, noBody);
+      p.responseHead(att, status, out, Number.isFinite(length) ? length : -1, noBody, head.binary);
       return;
     }
-    this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody);
+    this.downstream.start(status, out, Number.isFinite(length) ? length : -1, noBody, head.binary);
   }
 
   /** A body chunk of `att`, read at `now` (monotonic ms). */

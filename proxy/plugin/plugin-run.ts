@@ -10,6 +10,7 @@ import type { PhaseName, PluginRequest, Usage } from '../../plugins/api.js';
 import type { Attempt } from '../lifecycle/attempt.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
+import { hasNonAscii } from '../lifecycle/headers.js';
 import type { Session } from '../lifecycle/session.js';
 import type { Pool } from '../pool/pool.js';
 import { PHASE_NAMES, Phase, type PhaseHooks, type PluginChain, type PreRouteHooks } from './plugin-chain.js';
@@ -59,6 +60,12 @@ function checkHeader(name: string, value?: string): void {
   if (RESERVED.has(name)) throw new TypeError(`header ${name} is managed by Sluice`);
   if (value !== undefined && /[\r\n\0]/.test(value))
     throw new TypeError(`header ${name}: the value must not contain CR, LF or NUL`);
+  // Header values are byte strings, one character per byte (as in Node's http): U+0080 to U+00FF
+  // go out as that byte; a wider character has no byte to be (encode it first, e.g. RFC 8187).
+  if (value !== undefined && /[^\x00-\xff]/.test(value))
+    throw new TypeError(
+      `header ${name}: the value must be a byte string (characters up to U+00FF); encode other text first, e.g. as RFC 8187 percent-encoding`,
+    );
 }
 
 function toBuffer(body: string | Uint8Array | object): Buffer {
@@ -101,6 +108,8 @@ export class PluginRun implements PluginRequest {
   private respHeaders: string[] = [];
   private respLength = -1;
   private respNoBody = false;
+  /** Some response header value holds a character from U+0080 to U+00FF (see `Downstream.start`). */
+  private respBinary = false;
   private sse = false;
   /** The winning attempt: its body is paused and resumed through it. */
   private controller: Attempt | null = null;
@@ -193,12 +202,20 @@ export class PluginRun implements PluginRequest {
    * The winner's head: runs onResponseHead, then writes the head (chunked when chunk hooks may
    * change the body). A pending head hook pauses the node's body; its chunks wait here.
    */
-  responseHead(att: Attempt, status: number, headers: string[], length: number, noBody: boolean): void {
+  responseHead(
+    att: Attempt,
+    status: number,
+    headers: string[],
+    length: number,
+    noBody: boolean,
+    binary: boolean,
+  ): void {
     this.att = att;
     this.controller = att;
     this.respStatus = status;
     this.respHeaders = headers;
     this.respNoBody = noBody;
+    this.respBinary = binary;
     this.respLength = this.chain!.onResponseChunk.length > 0 ? -1 : length;
     this.sse = (getFlat(headers, 'content-type') ?? '').startsWith('text/event-stream');
     this.ttfbMs = nowMs() - this.s.startMs;
@@ -272,7 +289,7 @@ export class PluginRun implements PluginRequest {
     const s = this.s;
     if (s.finished) return;
     s.status = this.respStatus;
-    s.downstream.start(this.respStatus, this.respHeaders, this.respLength, this.respNoBody);
+    s.downstream.start(this.respStatus, this.respHeaders, this.respLength, this.respNoBody, this.respBinary);
   }
 
   /** Processes what arrived while a hook was pending, then lets the node's body flow again. */
@@ -637,6 +654,7 @@ export class PluginRun implements PluginRequest {
   setResponseHeader(name: string, value: string): void {
     this.allow(1 << Phase.responseHead, 'setResponseHeader');
     checkHeader(name, value);
+    if (hasNonAscii(value)) this.respBinary = true;
     setFlat(this.respHeaders, name, value);
   }
 

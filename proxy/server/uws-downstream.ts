@@ -13,6 +13,7 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Downstream } from '../lifecycle/downstream.js';
 import type { ErrorKind } from '../lifecycle/errors.js';
+import { hasNonAscii } from '../lifecycle/headers.js';
 import { BodyCollector } from './body-collector.js';
 import type { ListenerRuntime } from './request-intake.js';
 import { statusLine } from './status-lines.js';
@@ -51,6 +52,8 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   /** The head `start` was given, not written yet (written with the first body bytes or the end). */
   private headStatus = 0;
   private headHeaders: readonly string[] | null = null;
+  /** Some value of the kept head holds a byte of 0x80 or above (see `Downstream.start`). */
+  private headBinary = false;
   private readonly rt: ListenerRuntime;
   /**
    * The body deadline (`body_timeout_ms`), kept in the listener's deadline list while a body is
@@ -162,6 +165,10 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     this.headHeaders = null;
     const res = this.res;
     res.writeStatus(statusLine(this.headStatus));
+    if (this.headBinary) {
+      writeBinaryHeaders(res, headers);
+      return;
+    }
     for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
   }
 
@@ -172,13 +179,20 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     if (r !== null && !this.aborted) this.writeReply(r.status, r.headers, r.body, true);
   }
 
-  start(status: number, headers: readonly string[], contentLength: number, noBody: boolean): void {
+  start(
+    status: number,
+    headers: readonly string[],
+    contentLength: number,
+    noBody: boolean,
+    binary = false,
+  ): void {
     // HOT
     if (this.aborted) return;
     this.started = true;
     this.total = contentLength;
     this.headStatus = status;
     this.headHeaders = headers;
+    this.headBinary = binary;
     if (noBody || contentLength === 0) {
       this.ended = true;
       argClose = noBody;
@@ -278,7 +292,8 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   replyCorked(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void {
     const res = this.res;
     res.writeStatus(statusLine(status));
-    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
+    // Replies are not the hot path: every value is looked at (a plugin's reply may hold bytes).
+    writeBinaryHeaders(res, headers);
     res.end(body, close);
   }
 
@@ -320,6 +335,18 @@ function corkWith(d: UwsDownstream, fn: () => void): void {
   // HOT
   corked = d;
   d.res.cork(fn);
+}
+
+/**
+ * Writes headers whose values are byte strings that may hold characters of U+0080 and above: uWS
+ * encodes a string as UTF-8, so those values go as their latin1 bytes instead. Proxied heads take
+ * this path only when they hold such bytes.
+ */
+function writeBinaryHeaders(res: HttpResponse, headers: readonly string[]): void {
+  for (let i = 0; i < headers.length; i += 2) {
+    const v = headers[i + 1]!;
+    res.writeHeader(headers[i]!, hasNonAscii(v) ? Buffer.from(v, 'latin1') : v);
+  }
 }
 
 function corkedWrite(): void {

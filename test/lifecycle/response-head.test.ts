@@ -62,3 +62,29 @@ describe('response head', () => {
     assert.deepEqual(h.headers, ['retry-after', '3', 'x-request-id', 'r']);
   });
 });
+
+describe('response head bytes', () => {
+  it('is not binary when every forwarded value is ASCII', () => {
+    assert.equal(readResponseHead(raw('Content-Type', 'text/plain', 'X-A', '1'), 'r').binary, false);
+    assert.equal(readResponseHead([], 'r').binary, false);
+    // A header that is not forwarded does not count.
+    assert.equal(readResponseHead(raw('Date', 'caf\u00e9', 'X-A', '1'), 'r').binary, false);
+  });
+
+  it('is binary when a forwarded value holds a byte of 0x80 or above, kept as a byte string', () => {
+    const read = Buffer.concat([
+      Buffer.from('X-A: caf'),
+      Buffer.from([0xc3, 0xa9]),
+      Buffer.from('\r\nX-B: 1\r\n'),
+    ]);
+    const h = readResponseHead(
+      [read.subarray(0, 3), read.subarray(5, 10), read.subarray(12, 15), read.subarray(17, 18)],
+      'r',
+    );
+    assert.equal(h.binary, true);
+    assert.deepEqual(h.headers, ['x-a', 'caf\u00c3\u00a9', 'x-b', '1', 'x-request-id', 'r']);
+    assert.equal(readResponseHead([Buffer.from('x-c'), Buffer.from([0x61, 0xe9])], 'r').binary, true);
+    // The shared head is reset by the next read.
+    assert.equal(readResponseHead(raw('x-d', 'ok'), 'r').binary, false);
+  });
+});
