@@ -88,7 +88,14 @@ export function readResponseHead(raw: readonly Buffer[], requestId: string): Res
   head.transferEncoding = '';
   let binary = false;
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = lowerName(raw[i]!.toString('latin1'));
+    const nameBytes = raw[i]!;
+    const known = knownName(nameBytes);
+    let name: string;
+    if (known !== null) {
+      // A header dropped whatever its value (Date, the node's x-request-id, ...) is not decoded.
+      if (known.dropped) continue;
+      name = known.text;
+    } else name = lowerName(nameBytes.toString('latin1'));
     const value = raw[i + 1]!.toString('latin1');
     switch (name) {
       case 'content-type':
@@ -139,6 +146,65 @@ export function plainTransferCoding(te: string): boolean {
 }
 
 /** `name` in lower case, without allocating when it already is (the usual case). */
+/** A header name the head reader recognises from its bytes, without decoding them. */
+interface KnownName {
+  /** The name in lower case, as bytes. */
+  readonly bytes: Uint8Array;
+  /** The same as a string (the one instance every head shares). */
+  readonly text: string;
+  /** Never sent to the client and its value never read: skipped before its value is decoded. */
+  readonly dropped: boolean;
+}
+
+/** The names of a typical node's answer (vLLM's, SGLang's, a uWS node's) and those read above. */
+const KNOWN_NAMES = [
+  'content-type',
+  'content-length',
+  'retry-after',
+  'connection',
+  'transfer-encoding',
+  'keep-alive',
+  'date',
+  'server',
+  'x-request-id',
+  'uwebsockets',
+  'cache-control',
+  'vary',
+];
+
+/** Values read by `readResponseHead` although the header itself is not forwarded. */
+const VALUE_READ: ReadonlySet<string> = new Set(['content-length', 'connection', 'transfer-encoding']);
+
+/** KNOWN_NAMES by byte length. */
+const KNOWN_BY_LENGTH: (KnownName[] | undefined)[] = [];
+for (const text of KNOWN_NAMES) {
+  (KNOWN_BY_LENGTH[text.length] ??= []).push({
+    bytes: Buffer.from(text, 'latin1'),
+    text,
+    dropped: RESPONSE_SKIP.has(text) && !VALUE_READ.has(text),
+  });
+}
+
+/**
+ * The known name `b` spells in any letter case, or null. Names reach here checked by the HTTP
+ * parser (tokens: letters, digits and a few marks), so setting bit 0x20 of each byte folds the case
+ * of letters and leaves digits and `-` as they are; no other token byte folds onto a letter, a
+ * digit or `-`.
+ */
+function knownName(b: Buffer): KnownName | null {
+  // HOT
+  const list = KNOWN_BY_LENGTH[b.length];
+  if (list === undefined) return null;
+  for (let k = 0; k < list.length; k++) {
+    const known = list[k]!;
+    const bytes = known.bytes;
+    let i = 0;
+    while (i < bytes.length && (b[i]! | 0x20) === bytes[i]) i++;
+    if (i === bytes.length) return known;
+  }
+  return null;
+}
+
 function lowerName(name: string): string {
   // HOT
   for (let i = 0; i < name.length; i++) {

@@ -63,6 +63,64 @@ describe('response head', () => {
   });
 });
 
+describe('response head names', () => {
+  it('reads known names in any case, and names that only look like them as themselves', () => {
+    const h = readResponseHead(
+      raw(
+        'SERVER',
+        'uvicorn',
+        'Cache-Control',
+        'no-cache',
+        'VARY',
+        'origin',
+        'CONTENT-TYPE',
+        'text/event-stream',
+        // Same lengths as known names, one byte apart: not those names.
+        'content-typf',
+        'a',
+        'dat3',
+        'b',
+        'x-request-ie',
+        'c',
+        'KEEP-ALIVE',
+        'timeout=5',
+        'DATE',
+        'Wed, 25 Nov 2026 10:00:00 GMT',
+      ),
+      'r',
+    );
+    assert.deepEqual(h.headers, [
+      'server',
+      'uvicorn',
+      'cache-control',
+      'no-cache',
+      'vary',
+      'origin',
+      'content-type',
+      'text/event-stream',
+      'content-typf',
+      'a',
+      'dat3',
+      'b',
+      'x-request-ie',
+      'c',
+      'x-request-id',
+      'r',
+    ]);
+    assert.equal(h.contentType, 'text/event-stream');
+  });
+
+  it('reads the values it needs of known names it does not forward', () => {
+    const h = readResponseHead(
+      raw('Content-Length', '7', 'TRANSFER-ENCODING', 'chunked', 'Connection', 'x-a', 'x-a', '1'),
+      'r',
+    );
+    assert.equal(h.contentLength, '7');
+    assert.equal(h.transferEncoding, 'chunked');
+    assert.deepEqual(h.headers, ['x-request-id', 'r']);
+  });
+});
+
 describe('response head bytes', () => {
   it('is not binary when every forwarded value is ASCII', () => {
     assert.equal(readResponseHead(raw('Content-Type', 'text/plain', 'X-A', '1'), 'r').binary, false);
