@@ -85,7 +85,7 @@ export interface PluginRequest {
   setBody(body: string | Uint8Array | object): void;
   /** onRequest: serves the request as this tenant (the API-key check is skipped). */
   setTenant(name: string): void;
-  /** onRequest, onRoute: answers locally; the request ends after the hook. */
+  /** onRequest, onRoute: answers locally; the request ends after the hook. Header values are byte strings, as `setHeader`. */
   respond(status: number, body: string | Uint8Array, headers?: Readonly<Record<string, string>>): void;
   /** onRequest, onRoute: answers with an OpenAI-style error body. */
   reject(status: number, message: string, code?: string, param?: string | null): void;

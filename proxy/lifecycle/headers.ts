@@ -145,7 +145,6 @@ export function plainTransferCoding(te: string): boolean {
   return te === '' || te === 'chunked' || te.trim().toLowerCase() === 'chunked';
 }
 
-/** `name` in lower case, without allocating when it already is (the usual case). */
 /** A header name the head reader recognises from its bytes, without decoding them. */
 interface KnownName {
   /** The name in lower case, as bytes. */
@@ -205,6 +204,7 @@ function knownName(b: Buffer): KnownName | null {
   return null;
 }
 
+/** `name` in lower case, without allocating when it already is (the usual case). */
 function lowerName(name: string): string {
   // HOT
   for (let i = 0; i < name.length; i++) {
