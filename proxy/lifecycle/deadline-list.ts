@@ -1,8 +1,9 @@
 /**
- * Deadlines of one fixed duration (a route's total timeout, time to first byte or body gap) for many
- * requests, under a single timer. Entries join at the tail as they start, so the list stays in deadline order and only its
- * head needs a timer; leaving is O(1) from anywhere (the links live in the entry itself). Nothing
- * is allocated per request, and no timer is created or cleared per request.
+ * Deadlines of one fixed duration (a route's total timeout, time to first byte or body gap) for
+ * many requests, under a single timer. Entries join at the tail as they start, so the list stays in
+ * deadline order and only its head needs a timer; leaving is O(1) from anywhere (the links live in
+ * the entry itself). Nothing is allocated per request, and no timer is created or cleared per
+ * request.
  *
  *   head (earliest) <-> ... <-> tail (latest)        one timer, armed for head.deadlineAt
  *

@@ -14,7 +14,7 @@
 import { setFlagsFromString } from 'node:v8';
 
 /** The flags `tuneV8` sets. */
-export const V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
+const V8_FLAGS: readonly string[] = ['--no-allocation-site-pretenuring'];
 
 /** Applies V8_FLAGS to this process (V8 reads them at each collection). */
 export function tuneV8(): void {

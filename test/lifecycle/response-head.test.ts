@@ -65,48 +65,23 @@ describe('response head', () => {
 
 describe('response head names', () => {
   it('reads known names in any case, and names that only look like them as themselves', () => {
-    const h = readResponseHead(
-      raw(
-        'SERVER',
-        'uvicorn',
-        'Cache-Control',
-        'no-cache',
-        'VARY',
-        'origin',
-        'CONTENT-TYPE',
-        'text/event-stream',
-        // Same lengths as known names, one byte apart: not those names.
-        'content-typf',
-        'a',
-        'dat3',
-        'b',
-        'x-request-ie',
-        'c',
-        'KEEP-ALIVE',
-        'timeout=5',
-        'DATE',
-        'Wed, 25 Nov 2026 10:00:00 GMT',
-      ),
-      'r',
-    );
-    assert.deepEqual(h.headers, [
-      'server',
-      'uvicorn',
-      'cache-control',
-      'no-cache',
-      'vary',
-      'origin',
-      'content-type',
-      'text/event-stream',
-      'content-typf',
-      'a',
-      'dat3',
-      'b',
-      'x-request-ie',
-      'c',
-      'x-request-id',
-      'r',
-    ]);
+    const forwarded = [
+      ['SERVER', 'uvicorn'],
+      ['Cache-Control', 'no-cache'],
+      ['VARY', 'origin'],
+      ['CONTENT-TYPE', 'text/event-stream'],
+      // Same lengths as known names, one byte apart: not those names.
+      ['content-typf', 'a'],
+      ['dat3', 'b'],
+      ['x-request-ie', 'c'],
+    ];
+    const dropped = [
+      ['KEEP-ALIVE', 'timeout=5'],
+      ['DATE', 'Wed, 25 Nov 2026 10:00:00 GMT'],
+    ];
+    const h = readResponseHead(raw(...[...forwarded, ...dropped].flat()), 'r');
+    const expected = forwarded.flatMap(([n, v]) => [n!.toLowerCase(), v!]);
+    assert.deepEqual(h.headers, [...expected, 'x-request-id', 'r']);
     assert.equal(h.contentType, 'text/event-stream');
   });
 
