@@ -175,8 +175,20 @@ describe('pipelining on a listener with pipelining > 0', { timeout: 120_000 }, (
         conn.socket.write(body);
       }
       await waitFor(() => held.received === PIPELINE, 10_000, `${PIPELINE} requests at the node`);
-      // Give the pipeline time to overrun its limit if it were going to.
-      const stalledAt = conn.socket.writableLength;
+      // The kernel's socket buffers go on taking bytes for a moment after the fourth request
+      // arrived: wait until the client's backlog stops shrinking (100 ms without a change), then
+      // give the pipeline time to overrun its limit if it were going to. A Sluice that kept reading
+      // would keep it shrinking: the wait ends after 5 s whatever, and the check below fails.
+      let stalledAt = conn.socket.writableLength;
+      const giveUpAt = Date.now() + 5000;
+      for (let quietSince = Date.now(); Date.now() - quietSince < 100 && Date.now() < giveUpAt;) {
+        await new Promise((r) => setTimeout(r, 20));
+        const now = conn.socket.writableLength;
+        if (now !== stalledAt) {
+          stalledAt = now;
+          quietSince = Date.now();
+        }
+      }
       await new Promise((r) => setTimeout(r, 300));
       assert.equal(held.received, PIPELINE, 'requests beyond the limit reached the node');
       assert.ok(
