@@ -16,6 +16,8 @@ const HEADER_TIMEOUT_MS = 500;
 const BODY_TIMEOUT_MS = 500;
 const WRITE_TIMEOUT_MS = 600;
 const WRITE_BUFFER_BYTES = 65536;
+/** Bytes the kernel may still take after the node's stream stalled (see the write-timeout test). */
+const STALL_SLACK_BYTES = 8 * 1024 * 1024;
 const MAX_CONNECTIONS = 5;
 
 /**
@@ -171,7 +173,14 @@ for (const engine of ENGINES) {
         assert.equal(flood.aborted, false, 'aborted before write_timeout_ms');
         await waitFor(() => flood.aborted, WRITE_TIMEOUT_MS + 3000, 'the stream to be aborted');
         assert.equal(flood.finished, false);
-        assert.equal(flood.sent, stalledAt, 'the node sent more while the client read nothing');
+        // The kernel may still take some bytes after the quiet spell (a full receive queue is
+        // collapsed to free memory, which reopens a window: 1.4 MB was seen once), so the check is
+        // a bound far below the stream: a proxy that kept reading would have taken all 64 MiB.
+        const more = flood.sent - stalledAt;
+        assert.ok(
+          more <= STALL_SLACK_BYTES,
+          `the node sent ${more} bytes more while the client read nothing`,
+        );
         assert.equal(listenerStats(s).writeTimeouts - timeouts, 1);
         await waitFor(() => s.sluice.stats.inFlight === 0, 2000, 'the request to finish');
         if (engine.name === 'net') {
