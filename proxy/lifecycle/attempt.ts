@@ -88,7 +88,10 @@ export class Attempt implements DeadlineEntry {
   dlList: DeadlineList | null = null;
   /** The body-gap list the attempt joins at its head; null when the route has no idle timeout. */
   private idleList: DeadlineList | null = null;
-  /** A timeout that fired before undici handed over the abort; applied in onConnect. */
+  /**
+   * A deadline that passed before undici handed over its abort (the request was still waiting for
+   * a connection): the session was told at once; the exchange is aborted in onConnect.
+   */
   private lateAbort: Error | null = null;
 
   constructor(
@@ -131,8 +134,15 @@ export class Attempt implements DeadlineEntry {
   }
 
   private timeOut(err: Error): void {
-    if (this.abortExchange !== null) this.abort(err);
-    else this.lateAbort = err;
+    if (this.abortExchange !== null) {
+      this.abort(err);
+      return;
+    }
+    // undici holds a request until its connection is up, which a node slow to accept can delay
+    // until the pool's connect timeout: the deadline is the session's now, and undici's exchange
+    // is aborted once it starts (onConnect), its events then ignored.
+    this.lateAbort = err;
+    this.session.attemptError(this, err);
   }
 
   /** Aborts the upstream exchange if it is still running. */
@@ -199,6 +209,7 @@ export class Attempt implements DeadlineEntry {
   onError(err: Error): void {
     this.abortExchange = null;
     this.dlList?.remove(this);
-    this.session.attemptError(this, err);
+    // After a deadline that passed before the connection, the session has had its error.
+    if (this.lateAbort === null) this.session.attemptError(this, err);
   }
 }

@@ -11,6 +11,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 interface OpenAiError {
@@ -365,6 +366,9 @@ describe('body gap while the client is not reading', { timeout: 30_000 }, () => 
   });
 });
 
+/** The `late` pool's connect timeout: far beyond its ttfb_ms, so the connection is still pending then. */
+const LATE_CONNECT_MS = 1500;
+
 describe('connect timeout', () => {
   let fleet: SimFleet;
   let hole: BlackholeListener;
@@ -385,10 +389,17 @@ describe('connect timeout', () => {
       - url: ${blackhole}
       - url: ${fleet.urls[0]}
     timeouts: { connect_ms: 300 }
+  - name: late
+    nodes:
+      - url: ${blackhole}
+    timeouts: { connect_ms: ${LATE_CONNECT_MS}, ttfb_ms: 300 }
 routes:
   - name: hole
     match: { headers: { x-pool: hole } }
     pool: hole
+  - name: late
+    match: { headers: { x-pool: late } }
+    pool: late
   - name: mixed
     match: {}
     pool: mixed
@@ -409,6 +420,27 @@ routes:
     const body = (await res.json()) as OpenAiError;
     assert.equal(body.error.code, 'upstream_connect_timeout');
     assert.ok(elapsed >= 250 && elapsed < 1500, `answered after ${elapsed.toFixed(0)} ms`);
+  });
+
+  it('answers at ttfb_ms when the connection is still being made then, and counts the failure once', async () => {
+    const node = (): UpstreamNode => t.sluice.current.pools.get('late')!.members[0]!.node;
+    const failures = node().failures;
+    const start = performance.now();
+    const res = await fetch(`${t.url}/v1/models`, { headers: { 'x-pool': 'late' } });
+    const elapsed = performance.now() - start;
+    assert.equal(res.status, 504);
+    const body = (await res.json()) as OpenAiError;
+    assert.equal(body.error.code, 'upstream_timeout');
+    assert.ok(
+      elapsed >= 250 && elapsed < LATE_CONNECT_MS - 300,
+      `answered after ${elapsed.toFixed(0)} ms (ttfb_ms 300, connect_ms ${LATE_CONNECT_MS})`,
+    );
+    assert.equal(t.sluice.stats.inFlight, 0);
+    assert.equal(node().inFlight, 0);
+    // undici's connect attempt ends later (its own timeout); that end is not a second failure.
+    await new Promise((r) => setTimeout(r, LATE_CONNECT_MS + 300 - elapsed));
+    assert.equal(node().failures - failures, 1);
+    assert.equal(node().inFlight, 0);
   });
 
   it('retries on another node when the first one times out connecting', async () => {
