@@ -38,6 +38,24 @@ describe('stable hash', () => {
     for (const s of samples) assert.equal(fnv1a32(s), fnvBytes(Buffer.from(s, 'utf8')), s);
   });
 
+  it('hashes ASCII runs of every length and position among other characters alike', () => {
+    // The ASCII path takes four characters at a time: runs that end, start or break anywhere
+    // inside a group of four, at every string length up to 40.
+    const alphabet = ['a', 'Z', '7', ' ', '\u007f', 'é', 'ß', '€', '日', '🚀', '\ud800', '\udc00'];
+    let seed = 12345;
+    const next = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0);
+    for (let len = 0; len <= 40; len++) {
+      for (let round = 0; round < 25; round++) {
+        let s = '';
+        while (s.length < len) {
+          const k = next() % 4 === 0 ? alphabet[next() % alphabet.length]! : alphabet[next() % 5]!;
+          s += k;
+        }
+        assert.equal(fnv1a32(s), fnvBytes(Buffer.from(s, 'utf8')), JSON.stringify(s));
+      }
+    }
+  });
+
   it('mixes so that neighbouring inputs land far apart', () => {
     assert.equal(mix32(0), 0);
     let differing = 0;
