@@ -116,7 +116,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     // HOT
     this.headDeadline = 0;
     const head = endHead(this.remote, this.proto);
-    const ex = new NetExchange(this, head.http10, head.closeAfter);
+    const ex = new NetExchange(this, head.http10, head.closeAfter, head.method === 'HEAD');
     this.queue.push(ex);
     // A refused request's reply closes the connection; its body is never parsed.
     if (this.intake.admit(this.rt, head, ex) === null) return STOP;
@@ -289,18 +289,22 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   }
 
   private onEnd(): void {
-    // The client sends nothing more: a request it left incomplete will never be served.
-    const partial = this.bodyTarget;
+    // The client sends nothing more, and has most likely gone: TCP tells a client that closed from
+    // one that only half-closed (and still reads) only when something is written to it. A request
+    // whose answer has not started, the one whose body was cut here included, is abandoned now, as
+    // on the uWS engine and in nginx: a client that left holds no admission slot, no node and no
+    // tenant concurrency while its answer is computed. Answers already being written go on (a
+    // write to a client that left fails and aborts it); the requests behind the first abandoned
+    // one are abandoned with it, since answers go out in request order.
     this.bodyTarget = null;
     this.bodyDeadline = 0;
     this.closing = true;
     this.parser.stop();
-    if (partial !== null) {
-      partial.abort();
-      this.queue.splice(this.queue.indexOf(partial), 1);
-    }
-    if (this.queue.length === 0) this.end();
-    else if (this.queue[0]!.done) this.advance();
+    const q = this.queue;
+    const first = q.findIndex((ex) => !ex.done && !ex.answering);
+    if (first >= 0) for (const ex of q.splice(first)) ex.abort();
+    if (q.length === 0) this.end();
+    else if (q[0]!.done) this.advance();
   }
 
   private onClose(): void {

@@ -60,16 +60,24 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
   listener: DownstreamListener | null = null;
   private readonly conn: ExchangeConnection;
   private readonly http10: boolean;
+  /** The request is a HEAD: a reply of Sluice's own carries its headers but not its body. */
+  private readonly headRequest: boolean;
   /** Response framing: -1 chunked, -2 close-delimited (HTTP/1.0), else body bytes still expected. */
   private remaining = 0;
   /** The head `start` built, kept to leave with the first body bytes or the end (one send). */
   private pendingHead = '';
 
-  constructor(conn: ExchangeConnection, http10: boolean, closeAfter: boolean) {
+  constructor(conn: ExchangeConnection, http10: boolean, closeAfter: boolean, headRequest = false) {
     super();
     this.conn = conn;
     this.http10 = http10;
     this.closeAfter = closeAfter;
+    this.headRequest = headRequest;
+  }
+
+  /** Bytes of the response went to the connection (written, or queued behind an earlier answer). */
+  get answering(): boolean {
+    return this.started && this.pendingHead === '';
   }
 
   attach(listener: DownstreamListener): void {
@@ -118,7 +126,8 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
     if (close) this.closeAfter = true;
     const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     const head = this.head(status, headers, `content-length: ${length}\r\n`);
-    if (length === 0) this.conn.send(this, head);
+    // An answer to HEAD has no content (RFC 9110 §9.3.2), only the length a GET would get.
+    if (length === 0 || this.headRequest) this.conn.send(this, head);
     else
       this.conn.sendAll(this, head, typeof body === 'string' ? Buffer.from(body) : Buffer.from(body), null);
     this.finish();

@@ -143,7 +143,7 @@ export class ProxyServer implements SessionHost {
     // HOT
     const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
     const head = captureHead(req, remote, l.proto);
-    this.intake.admit(l.rt, head, new UwsDownstream(res, l.rt));
+    this.intake.admit(l.rt, head, new UwsDownstream(res, l.rt, head.method === 'HEAD'));
   }
 
   sessionDone(_s: Session): void {

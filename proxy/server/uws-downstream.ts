@@ -55,6 +55,8 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   /** Some value of the kept head holds a byte of 0x80 or above (see `Downstream.start`). */
   private headBinary = false;
   private readonly rt: ListenerRuntime;
+  /** The request is a HEAD: a reply of Sluice's own carries its headers but not its body. */
+  private readonly headRequest: boolean;
   /**
    * The body deadline (`body_timeout_ms`), kept in the listener's deadline list while a body is
    * read: one timer per listener, none per request (see lifecycle/deadline-list.ts).
@@ -66,10 +68,11 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   /** Fires when the client took no bytes for `write_timeout_ms` (armed only under backpressure). */
   private writeTimer: NodeJS.Timeout | null = null;
 
-  constructor(res: HttpResponse, rt: ListenerRuntime) {
+  constructor(res: HttpResponse, rt: ListenerRuntime, headRequest = false) {
     super();
     this.res = res;
     this.rt = rt;
+    this.headRequest = headRequest;
     res.onAborted(() => {
       if (this.aborted) return;
       this.aborted = true;
@@ -283,9 +286,19 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
 
   /** The body of a response that has none (HEAD, 204, 304, or Content-Length 0), inside a cork. */
   emptyCorked(noBody: boolean): void {
+    const status = this.headStatus;
     this.writeHead();
-    if (noBody) this.res.endWithoutBody(this.total >= 0 ? this.total : undefined);
-    else this.res.end();
+    if (!noBody) {
+      this.res.end();
+      return;
+    }
+    // uWS's endWithoutBody(length) writes that length but then waits for the body it announced,
+    // and treats the connection's next request as pipelined (it closes the connection); given
+    // `undefined` it announces 2^63 bytes. Without an argument it writes no length and completes
+    // the response, so the node's length (a HEAD's, a 304's) is written as a plain header. A 204
+    // has none (RFC 9110 §8.6).
+    if (this.total >= 0 && status !== 204) this.res.writeHeader('content-length', String(this.total));
+    this.res.endWithoutBody();
   }
 
   /** A complete reply, inside a cork. */
@@ -294,7 +307,22 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     res.writeStatus(statusLine(status));
     // Replies are not the hot path: every value is looked at (a plugin's reply may hold bytes).
     writeBinaryHeaders(res, headers);
-    res.end(body, close);
+    if (!this.headRequest) {
+      res.end(body, close);
+      return;
+    }
+    // An answer to HEAD has no content (RFC 9110 §9.3.2). Its length is the body's (see
+    // emptyCorked for why it is a plain header); a closing one is written as empty (length 0),
+    // since endWithoutBody with the close flag announces 2^63 bytes.
+    if (close) {
+      res.end('', true);
+      return;
+    }
+    res.writeHeader(
+      'content-length',
+      String(typeof body === 'string' ? Buffer.byteLength(body) : body.length),
+    );
+    res.endWithoutBody();
   }
 
   abandonHead(): boolean {

@@ -73,11 +73,12 @@ export class RawConnection {
   /**
    * Reads the next complete response. Rejects when the connection closes first or `timeoutMs`
    * passes. A response without Content-Length or chunked framing is read until the close.
+   * `noBody` (the answer to a HEAD): the head only, whatever its framing headers say.
    */
-  async readResponse(timeoutMs = 5000): Promise<RawResponse> {
+  async readResponse(timeoutMs = 5000, noBody = false): Promise<RawResponse> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const parsed = parseResponse(this.buf, this.closed);
+      const parsed = parseResponse(this.buf, this.closed, noBody);
       if (parsed !== null) {
         this.buf = this.buf.subarray(parsed.consumed);
         return parsed.response;
@@ -141,7 +142,11 @@ export async function rawRequest(
   return { response, conn };
 }
 
-function parseResponse(buf: Buffer, closed: boolean): { response: RawResponse; consumed: number } | null {
+function parseResponse(
+  buf: Buffer,
+  closed: boolean,
+  noBody = false,
+): { response: RawResponse; consumed: number } | null {
   const headEnd = buf.indexOf('\r\n\r\n');
   if (headEnd < 0) return null;
   const lines = buf.subarray(0, headEnd).toString('latin1').split('\r\n');
@@ -160,7 +165,7 @@ function parseResponse(buf: Buffer, closed: boolean): { response: RawResponse; c
   const bodyStart = headEnd + 4;
   const te = headers.get('transfer-encoding')?.join(',').toLowerCase() ?? '';
   const cl = headers.get('content-length')?.[0];
-  if (status === 204 || status === 304 || (status >= 100 && status < 200)) {
+  if (noBody || status === 204 || status === 304 || (status >= 100 && status < 200)) {
     return { response: { status, headers, body: Buffer.alloc(0) }, consumed: bodyStart };
   }
   if (te.includes('chunked')) {
