@@ -233,24 +233,23 @@ export function renderPrometheus(src: MetricsSource): string {
     '# HELP sluice_upstream_attempts_total Attempts sent to each node.',
     '# TYPE sluice_upstream_attempts_total counter',
   );
-  const nodes = [...src.nodes];
-  for (const n of nodes) out.push(`sluice_upstream_attempts_total{node="${label(n.id)}"} ${n.attempts}`);
+  const nodes = nodeSeries(src.nodes);
+  for (const n of nodes) out.push(`sluice_upstream_attempts_total{${n.labels}} ${n.attempts}`);
   out.push(
     '# HELP sluice_upstream_failures_total Attempts that failed at the transport level.',
     '# TYPE sluice_upstream_failures_total counter',
   );
-  for (const n of nodes) out.push(`sluice_upstream_failures_total{node="${label(n.id)}"} ${n.failures}`);
+  for (const n of nodes) out.push(`sluice_upstream_failures_total{${n.labels}} ${n.failures}`);
   out.push(
     '# HELP sluice_upstream_in_flight Attempts in flight per node.',
     '# TYPE sluice_upstream_in_flight gauge',
   );
-  for (const n of nodes) out.push(`sluice_upstream_in_flight{node="${label(n.id)}"} ${n.inFlight}`);
+  for (const n of nodes) out.push(`sluice_upstream_in_flight{${n.labels}} ${n.inFlight}`);
   out.push(
     '# HELP sluice_upstream_prefill_queue_tokens Prompt tokens of attempts on the node still waiting for their first token (pools whose policy scores it).',
     '# TYPE sluice_upstream_prefill_queue_tokens gauge',
   );
-  for (const n of nodes)
-    out.push(`sluice_upstream_prefill_queue_tokens{node="${label(n.id)}"} ${n.timing.pendingTokens}`);
+  for (const n of nodes) out.push(`sluice_upstream_prefill_queue_tokens{${n.labels}} ${n.pendingTokens}`);
   const pools = [...src.pools];
   const poolCounter = (name: string, help: string, value: (p: PoolState) => number): void => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
@@ -281,14 +280,13 @@ export function renderPrometheus(src: MetricsSource): string {
     '# HELP sluice_upstream_available 1 when the node takes traffic (not ejected, checks passing).',
     '# TYPE sluice_upstream_available gauge',
   );
-  for (const n of nodes) out.push(`sluice_upstream_available{node="${label(n.id)}"} ${n.available ? 1 : 0}`);
+  for (const n of nodes) out.push(`sluice_upstream_available{${n.labels}} ${n.available ? 1 : 0}`);
   out.push(
     '# HELP sluice_upstream_ttfb_ewma_seconds Decaying average time to first byte per node.',
     '# TYPE sluice_upstream_ttfb_ewma_seconds gauge',
   );
   for (const n of nodes)
-    if (n.ttfbEwmaMs >= 0)
-      out.push(`sluice_upstream_ttfb_ewma_seconds{node="${label(n.id)}"} ${n.ttfbEwmaMs / 1000}`);
+    if (n.ttfbEwmaMs >= 0) out.push(`sluice_upstream_ttfb_ewma_seconds{${n.labels}} ${n.ttfbEwmaMs / 1000}`);
   const admission = pools.filter((p) => p.admission !== null);
   if (admission.length > 0) {
     out.push(
@@ -503,4 +501,49 @@ export function renderPrometheus(src: MetricsSource): string {
     accessLog: src.accessLog ?? null,
   });
   return out.join('\n') + '\n';
+}
+
+/** One `sluice_upstream_*` series: a pool's node, its live objects summed. */
+interface NodeSeries {
+  labels: string;
+  attempts: number;
+  failures: number;
+  inFlight: number;
+  pendingTokens: number;
+  available: boolean;
+  ttfbEwmaMs: number;
+}
+
+/**
+ * The nodes by pool and URL, one series each. The same URL in two pools is two nodes (each pool has
+ * its own limits and health), so the pool is a label; and a reload that changes a pool's connection
+ * settings keeps the old node until its requests end, so two live objects may share both labels:
+ * their counts are summed, and the newer one (the registry's later) gives availability and the TTFB
+ * average.
+ */
+function nodeSeries(nodes: Iterable<UpstreamNode>): NodeSeries[] {
+  const byLabels = new Map<string, NodeSeries>();
+  for (const n of nodes) {
+    const labels = `pool="${label(n.poolName)}",node="${label(n.id)}"`;
+    const s = byLabels.get(labels);
+    if (s === undefined) {
+      byLabels.set(labels, {
+        labels,
+        attempts: n.attempts,
+        failures: n.failures,
+        inFlight: n.inFlight,
+        pendingTokens: n.timing.pendingTokens,
+        available: n.available,
+        ttfbEwmaMs: n.ttfbEwmaMs,
+      });
+      continue;
+    }
+    s.attempts += n.attempts;
+    s.failures += n.failures;
+    s.inFlight += n.inFlight;
+    s.pendingTokens += n.timing.pendingTokens;
+    s.available = n.available;
+    s.ttfbEwmaMs = n.ttfbEwmaMs;
+  }
+  return [...byLabels.values()];
 }

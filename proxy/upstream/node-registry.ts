@@ -18,6 +18,7 @@ export class NodeRegistry {
     let node = this.nodes.get(key);
     if (node === undefined) {
       node = new UpstreamNode(url, options);
+      node.poolName = pool;
       this.nodes.set(key, node);
     }
     node.refs++;

@@ -72,6 +72,8 @@ export class UpstreamNode {
   failures = 0;
   /** Plans that reference this node; the pool closes when it drops to zero. */
   refs = 0;
+  /** The name of the pool the registry made this node for ('' for a node made outside one). */
+  poolName = '';
   private readonly pool: Pool;
 
   /** Sets the circuit-breaker limit from the config (kept at 0 while the node is drained). */

@@ -40,7 +40,10 @@ describe('admin API', () => {
     assert.match(text, /^sluice_requests_total\{route="all",code="503"\} 1$/m);
     assert.match(text, /^sluice_request_duration_seconds_count\{route="all"\} 4$/m);
     assert.match(text, /^sluice_request_duration_seconds\{route="all",quantile="0.99"\} \d/m);
-    assert.match(text, new RegExp(`^sluice_upstream_attempts_total\\{node="${fleet.urls[0]!}"\\} 4$`, 'm'));
+    assert.match(
+      text,
+      new RegExp(`^sluice_upstream_attempts_total\\{pool="gpu",node="${fleet.urls[0]!}"\\} 4$`, 'm'),
+    );
     assert.match(text, /^sluice_config_version 1$/m);
   });
 

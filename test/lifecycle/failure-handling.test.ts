@@ -147,7 +147,7 @@ describe('failure handling', () => {
       'the node saw exactly threshold failures',
     );
     const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
-    assert.ok(metrics.includes(`sluice_upstream_available{node="${a}"} 0`));
+    assert.ok(metrics.includes(`sluice_upstream_available{pool="gpu",node="${a}"} 0`));
   });
 
   it('takes a node whose health check fails out of rotation, and brings it back', async () => {

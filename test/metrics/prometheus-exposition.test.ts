@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 import { toolSkip } from '../helpers/tools.js';
 
 const KEY = 'sk-exposition-secret-1234';
@@ -133,4 +133,47 @@ describe('Prometheus exposition', { timeout: 60_000 }, () => {
       assert.equal(`${r.stdout}${r.stderr}`.trim(), '', 'no lint findings');
     },
   );
+});
+
+describe('Prometheus exposition, one node in two pools', { timeout: 60_000 }, () => {
+  let fleet: SimFleet | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    const url = fleet.urls[0]!;
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: a
+    nodes: [{ url: ${url} }]
+  - name: b
+    nodes: [{ url: ${url} }]
+routes:
+  - { name: to-b, match: { headers: { x-pool: b } }, pool: b }
+  - { name: to-a, match: {}, pool: a }
+`);
+  });
+
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+  });
+
+  it('gives every series once, the node of each pool under its pool', async () => {
+    for (let i = 0; i < 2; i++) {
+      const r = await chat(t!, false, null);
+      assert.equal(r.status, 200);
+      await r.text();
+    }
+    const text = await (await fetch(`${t!.adminUrl}/metrics`)).text();
+    const seen = new Set<string>();
+    for (const line of text.split('\n')) {
+      if (line === '' || line.startsWith('#')) continue;
+      const series = line.slice(0, line.lastIndexOf(' '));
+      assert.equal(seen.has(series), false, `${series} appears twice`);
+      seen.add(series);
+    }
+    const url = fleet!.urls[0]!;
+    assert.equal(sample(text, `sluice_upstream_attempts_total\\{pool="a",node="${url}"\\}`), 2);
+    assert.equal(sample(text, `sluice_upstream_attempts_total\\{pool="b",node="${url}"\\}`), 0);
+  });
 });
