@@ -69,25 +69,34 @@ export class ConfigInvalidError extends Error {
   }
 }
 
-/** Parts of the config that bind sockets or processes; a reload cannot change them. */
-function restartOnly(c: SluiceConfig): string {
-  return JSON.stringify([
+/** Parts of the config that bind sockets or processes, by name; a reload cannot change them. */
+function restartOnly(c: SluiceConfig): [string, string][] {
+  const parts: [string, unknown][] = [
     // A listener's plugin list and certificate files are reloadable; its socket, and whether it
     // serves TLS, are not.
-    c.listeners.map((l) => ({ ...l, plugins: undefined, tls: l.tls !== undefined })),
-    c.plugin_store,
-    c.admin,
-    c.simulator ?? null,
-    c.rate_limits.store,
-    c.rate_limits.redis ?? null,
-    c.batch_api === undefined,
-    c.batch_api?.endpoints ?? null,
-    c.batch_api?.jobs ?? null,
-    c.batch_api?.idempotency ?? null,
-    c.metrics,
-    c.access_log ?? null,
-    c.tracing ?? null,
-  ]);
+    ['listeners', c.listeners.map((l) => ({ ...l, plugins: undefined, tls: l.tls !== undefined }))],
+    ['plugin_store', c.plugin_store],
+    ['admin', c.admin],
+    ['simulator', c.simulator ?? null],
+    ['rate_limits.store', c.rate_limits.store],
+    ['rate_limits.redis', c.rate_limits.redis ?? null],
+    ['batch_api (present or not)', c.batch_api === undefined],
+    ['batch_api.endpoints', c.batch_api?.endpoints ?? null],
+    ['batch_api.jobs', c.batch_api?.jobs ?? null],
+    ['batch_api.idempotency', c.batch_api?.idempotency ?? null],
+    ['metrics', c.metrics],
+    ['access_log', c.access_log ?? null],
+    ['tracing', c.tracing ?? null],
+  ];
+  return parts.map(([name, v]) => [name, JSON.stringify(v)]);
+}
+
+/** The names of the restart-only parts that differ between `a` and `b`. */
+function restartOnlyChanges(a: SluiceConfig, b: SluiceConfig): string[] {
+  const before = restartOnly(a);
+  return restartOnly(b)
+    .filter(([, v], i) => v !== before[i]![1])
+    .map(([name]) => name);
 }
 
 export class Sluice {
@@ -437,9 +446,10 @@ export class Sluice {
     }
     const loaded = await loadConfigText(text, this.configPath);
     if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
-    if (restartOnly(loaded.config) !== restartOnly(this.plan.config)) {
+    const fixed = restartOnlyChanges(this.plan.config, loaded.config);
+    if (fixed.length > 0) {
       return this.rejectReload([
-        `${this.configPath}: listeners (except their plugins and certificate files), admin, simulator, the rate-limit and plugin stores and batch_api (its presence, endpoints, jobs and idempotency) cannot change while running; restart Sluice to apply them`,
+        `${this.configPath}: ${fixed.join(', ')} changed, which cannot change while running; restart Sluice to apply it (listeners except their plugins and certificate files, admin, simulator, the rate-limit and plugin stores, batch_api's presence, endpoints, jobs and idempotency, metrics, access_log and tracing are fixed at start)`,
       ]);
     }
     const tls = await this.loadTls(loaded.config);

@@ -98,6 +98,7 @@ describe('config reload', () => {
       const r = await t.sluice.reload();
       assert.equal(r.result, 'rejected');
       assert.match(r.errors[0]!, /restart/);
+      assert.match(r.errors[0]!, /: listeners changed, which cannot change while running/);
       assert.equal(t.sluice.current.version, 1);
     } finally {
       await t.close();
