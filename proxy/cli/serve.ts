@@ -53,7 +53,9 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
   log.info(
     `admin API on http://${admin.address}:${sluice.adminPort} (status page at /; /healthz /readyz /metrics /admin/stats /admin/histograms /admin/config /admin/nodes /admin/capacity; POST /admin/reload, /admin/nodes/POOL/NODE/drain)`,
   );
-  log.info(`config ${args.config} version ${sluice.current.version}; edit it to reload, or send SIGHUP`);
+  log.info(
+    `config ${args.config} version ${sluice.current.version}; ${args.watch ? 'edit it to reload, or send SIGHUP' : 'not watched (--no-watch): send SIGHUP or POST /admin/reload to reload it'}`,
+  );
 
   const onHup = (): void => void sluice.reload();
   process.on('SIGHUP', onHup);
