@@ -188,9 +188,13 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     if (first) this.socket.uncork();
   }
 
-  full(): boolean {
+  full(ex: NetExchange): boolean {
     // HOT
-    return this.socket.writableLength + this.queuedBytes >= this.rt.config.write_buffer_bytes;
+    // The oldest exchange's answer is what the socket holds; the answers queued behind it wait for
+    // it to end, so counting them would stall it for good once they outgrow the buffer.
+    const held =
+      this.queue[0] === ex ? this.socket.writableLength : this.socket.writableLength + this.queuedBytes;
+    return held >= this.rt.config.write_buffer_bytes;
   }
 
   complete(ex: NetExchange): void {
@@ -219,7 +223,10 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
       const ex = q.shift()!;
       if (ex.closeDelimited) {
         // An HTTP/1.0 body that ends with the connection: nothing can follow it.
-        for (const later of q.splice(0)) later.abort();
+        for (const later of q.splice(0)) {
+          this.dropQueued(later);
+          later.abort();
+        }
         break;
       }
       const next = q[0];
@@ -239,7 +246,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
       if (!this.parser.midRequest && this.headDeadline === 0)
         this.headDeadline = nowMs() + this.rt.config.header_timeout_ms;
     }
-    if (!this.full()) this.wake();
+    this.wake();
     if (this.paused && !this.closing && q.length < this.rt.config.pipelining) {
       this.paused = false;
       this.socket.resume();
@@ -255,9 +262,16 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   /** Lets blocked writers go on, oldest first, while the connection has room. */
   private wake(): void {
     for (const ex of this.queue) {
-      if (this.full()) return;
+      if (this.full(ex)) return;
       ex.drained();
     }
+  }
+
+  /** Takes `ex` (abandoned) out of the byte count: its queued answer will never be written. */
+  private dropQueued(ex: NetExchange): void {
+    this.queuedBytes -= ex.outBytes;
+    ex.out = null;
+    ex.outBytes = 0;
   }
 
   /** The server drains: read no more requests, close once the queue is answered. */
@@ -302,9 +316,15 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     this.parser.stop();
     const q = this.queue;
     const first = q.findIndex((ex) => !ex.done && !ex.answering);
-    if (first >= 0) for (const ex of q.splice(first)) ex.abort();
+    if (first >= 0) {
+      for (const ex of q.splice(first)) {
+        this.dropQueued(ex);
+        ex.abort();
+      }
+    }
     if (q.length === 0) this.end();
     else if (q[0]!.done) this.advance();
+    else this.wake();
   }
 
   private onClose(): void {

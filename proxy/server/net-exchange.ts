@@ -18,8 +18,12 @@ export interface ExchangeConnection {
   send(ex: NetExchange, data: Buffer | string): void;
   /** Like `send` for two or three pieces, written in one system call when they go out now. */
   sendAll(ex: NetExchange, a: Buffer | string, b: Buffer | string, c: Buffer | string | null): void;
-  /** True when the connection holds as many response bytes as it may: the writer must wait. */
-  full(): boolean;
+  /**
+   * True when the connection holds as many response bytes as `ex` may add to: it must wait. The
+   * oldest unanswered exchange counts only what the socket holds, since the answers queued behind
+   * it cannot leave before it ends.
+   */
+  full(ex: NetExchange): boolean;
   /** `ex`'s response is complete (all its bytes were given to `send`). */
   complete(ex: NetExchange): void;
   /** Closes the connection at once (a response that cannot be finished). */
@@ -183,7 +187,7 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
         return true;
       }
     }
-    if (this.conn.full()) {
+    if (this.conn.full(this)) {
       this.blocked = true;
       return false;
     }
