@@ -140,9 +140,15 @@ export class Attempt implements DeadlineEntry {
     }
     // undici holds a request until its connection is up, which a node slow to accept can delay
     // until the pool's connect timeout: the deadline is the session's now, and undici's exchange
-    // is aborted once it starts (onConnect), its events then ignored.
+    // is aborted once it starts (onConnect). The node's counters stay taken until undici lets go
+    // of the request (onError): it still holds a connection of the node's pool meanwhile.
     this.lateAbort = err;
     this.session.attemptError(this, err);
+  }
+
+  /** True while undici still holds a request its session gave up on (see `timeOut`). */
+  get heldByUndici(): boolean {
+    return this.lateAbort !== null;
   }
 
   /** Aborts the upstream exchange if it is still running. */
@@ -209,7 +215,12 @@ export class Attempt implements DeadlineEntry {
   onError(err: Error): void {
     this.abortExchange = null;
     this.dlList?.remove(this);
-    // After a deadline that passed before the connection, the session has had its error.
-    if (this.lateAbort === null) this.session.attemptError(this, err);
+    if (this.lateAbort === null) {
+      this.session.attemptError(this, err);
+      return;
+    }
+    // The session had its error at the deadline; undici let go of the request only now.
+    this.node.inFlight--;
+    this.node.inFlightCost -= this.cost;
   }
 }

@@ -72,6 +72,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   readonly id: string;
   /** Method as sent (upper-case for standard methods); a plugin's onRequest may change it. */
   method: string;
+  /**
+   * The client sent HEAD: its answer has no body whatever method a plugin forwards (the listener's
+   * own replies to it follow the client's method too).
+   */
+  readonly clientHead: boolean;
   /** Path without query string. */
   path: string;
   /** Path with query string, as forwarded. */
@@ -171,6 +176,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.downstream = downstream;
     this.id = id;
     this.method = method;
+    this.clientHead = method === 'HEAD';
     this.path = path;
     this.url = url;
     this.hostName = hostName;
@@ -610,7 +616,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.rec.onHead(this, att.node, ttfb);
     this.sse = head.contentType.startsWith('text/event-stream');
     const length = head.contentLength !== '' && !this.sse ? Number(head.contentLength) : -1;
-    const noBody = this.method === 'HEAD' || status === 204 || status === 304;
+    const noBody = this.clientHead || status === 204 || status === 304;
     this.status = status;
     const out = head.headers;
     if (this.limit !== null) rateLimitHeaders(this.limit, out);
@@ -761,8 +767,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     att.released = true;
     settleAttemptPrefill(att);
     this.live--;
-    att.node.inFlight--;
-    att.node.inFlightCost -= att.cost;
+    // A request undici still holds keeps its node busy until undici lets go (Attempt.onError).
+    if (!att.heldByUndici) {
+      att.node.inFlight--;
+      att.node.inFlightCost -= att.cost;
+    }
     if (this.rec.trace !== null) this.rec.onAttemptEnd(att);
   }
 
