@@ -2,9 +2,10 @@
  * A mutated raw-request corpus against a running Sluice, on both downstream engines (uWS, and the
  * own HTTP/1.1 engine with pipelining): valid requests (plain, with a sized or chunked body,
  * pipelined pairs, a stream) are mutated byte by byte and in their structure, sent on a new
- * connection that is then half-closed, and whatever comes back must be well-formed HTTP/1.1
- * responses (or nothing) followed by the close, within a bound: no crash, no hang. Afterwards
- * Sluice still answers and holds no request.
+ * connection that is half-closed once an answer starts (or 100 ms passed without one: a request
+ * whose answer has not started is abandoned at the half-close), and whatever comes back must be
+ * well-formed HTTP/1.1 responses (or nothing) followed by the close, within a bound: no crash, no
+ * hang. Afterwards Sluice still answers and holds no request.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -118,7 +119,10 @@ describe('mutated raw requests against a running Sluice (property)', { timeout: 
         fc.constantFrom(0, 1),
         async (base, ms, engine) => {
           const bytes = mutate(base, ms);
-          const r = await exchange(target!.urls[engine]!, bytes, { halfClose: true, boundMs: CASE_BOUND_MS });
+          const r = await exchange(target!.urls[engine]!, bytes, {
+            halfClose: 'after-answer',
+            boundMs: CASE_BOUND_MS,
+          });
           assert.ok(
             r.closed,
             `no close within ${CASE_BOUND_MS} ms after ${JSON.stringify(bytes.toString('latin1'))}`,
@@ -132,6 +136,9 @@ describe('mutated raw requests against a running Sluice (property)', { timeout: 
       fuzzParams(SOCKET_RUNS),
     );
     tc.diagnostic(`${answered} cases answered, ${silent} closed without an answer`);
+    // Most mutations keep a request valid or make it one Sluice refuses with an answer: a run where
+    // few were answered no longer checks response framing (1,083 of 2,000 were on 2026-11-25).
+    assert.ok(answered >= SOCKET_RUNS / 10, `only ${answered} of ${SOCKET_RUNS} cases were answered`);
     const health = await fetch(`${target!.urls[0]!}/v1/models`);
     assert.equal(health.status, 200, 'Sluice still serves');
     await health.arrayBuffer();

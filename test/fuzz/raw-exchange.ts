@@ -77,8 +77,13 @@ export interface Exchanged {
 
 /** How `exchange` sends and how long it waits. */
 export interface ExchangeOptions {
-  /** Half-close the connection after the bytes (the client sends nothing more). */
-  halfClose: boolean;
+  /**
+   * Half-close the connection (the client sends nothing more): right after the bytes (`true`), or
+   * once the first bytes of an answer came back or `HALF_CLOSE_WAIT_MS` passed without any
+   * (`'after-answer'`). Sluice abandons a request whose answer has not started at the client's
+   * half-close, so only the second way sees the answers of valid requests.
+   */
+  halfClose: boolean | 'after-answer';
   /** Longest wait for the close, ms. */
   boundMs: number;
   /**
@@ -87,6 +92,9 @@ export interface ExchangeOptions {
    */
   silenceMs?: number;
 }
+
+/** How long an `'after-answer'` exchange waits for the first answer bytes before half-closing, ms. */
+export const HALF_CLOSE_WAIT_MS = 100;
 
 /**
  * Sends `bytes` to `url`'s host and port on a new connection and resolves with what came back
@@ -98,15 +106,23 @@ export function exchange(url: string, bytes: Buffer, o: ExchangeOptions): Promis
     const s = connect({ host: u.hostname, port: Number(u.port) });
     const parts: Buffer[] = [];
     let silence: NodeJS.Timeout | null = null;
+    let halfClose: NodeJS.Timeout | null = null;
+    const endNow = (): void => {
+      if (halfClose !== null) clearTimeout(halfClose);
+      halfClose = null;
+      if (!s.writableEnded) s.end();
+    };
     const giveUp = (): void => {
       clearTimeout(timer);
       if (silence !== null) clearTimeout(silence);
+      if (halfClose !== null) clearTimeout(halfClose);
       s.destroy();
       resolve({ data: Buffer.concat(parts), closed: false });
     };
     const timer = setTimeout(giveUp, o.boundMs);
     s.on('data', (d: Buffer) => {
       parts.push(d);
+      if (o.halfClose === 'after-answer') endNow();
       if (silence !== null) clearTimeout(silence);
       silence = null;
     });
@@ -114,11 +130,13 @@ export function exchange(url: string, bytes: Buffer, o: ExchangeOptions): Promis
     s.on('close', () => {
       clearTimeout(timer);
       if (silence !== null) clearTimeout(silence);
+      if (halfClose !== null) clearTimeout(halfClose);
       resolve({ data: Buffer.concat(parts), closed: true });
     });
     s.on('connect', () => {
-      if (o.halfClose) s.end(bytes);
+      if (o.halfClose === true) s.end(bytes);
       else s.write(bytes);
+      if (o.halfClose === 'after-answer') halfClose = setTimeout(endNow, HALF_CLOSE_WAIT_MS);
       if (o.silenceMs !== undefined) silence = setTimeout(giveUp, o.silenceMs);
     });
   });
