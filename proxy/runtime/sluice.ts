@@ -80,7 +80,7 @@ function restartOnly(c: SluiceConfig): [string, string][] {
     ['simulator', c.simulator ?? null],
     ['rate_limits.store', c.rate_limits.store],
     ['rate_limits.redis', c.rate_limits.redis ?? null],
-    ['batch_api (present or not)', c.batch_api === undefined],
+    [BATCH_API_PRESENCE, c.batch_api === undefined],
     ['batch_api.endpoints', c.batch_api?.endpoints ?? null],
     ['batch_api.jobs', c.batch_api?.jobs ?? null],
     ['batch_api.idempotency', c.batch_api?.idempotency ?? null],
@@ -94,10 +94,14 @@ function restartOnly(c: SluiceConfig): [string, string][] {
 /** The names of the restart-only parts that differ between `a` and `b`. */
 function restartOnlyChanges(a: SluiceConfig, b: SluiceConfig): string[] {
   const before = restartOnly(a);
-  return restartOnly(b)
+  const changed = restartOnly(b)
     .filter(([, v], i) => v !== before[i]![1])
     .map(([name]) => name);
+  // A batch_api added or removed changes its parts too: the presence says it.
+  return changed.includes(BATCH_API_PRESENCE) ? changed.filter((n) => !n.startsWith('batch_api.')) : changed;
 }
+
+const BATCH_API_PRESENCE = 'batch_api (present or not)';
 
 export class Sluice {
   readonly configPath: string;
@@ -449,7 +453,7 @@ export class Sluice {
     const fixed = restartOnlyChanges(this.plan.config, loaded.config);
     if (fixed.length > 0) {
       return this.rejectReload([
-        `${this.configPath}: ${fixed.join(', ')} changed, which cannot change while running; restart Sluice to apply it (listeners except their plugins and certificate files, admin, simulator, the rate-limit and plugin stores, batch_api's presence, endpoints, jobs and idempotency, metrics, access_log and tracing are fixed at start)`,
+        `${this.configPath}: ${fixed.join(', ')} changed, which cannot change while running; restart Sluice to apply it`,
       ]);
     }
     const tls = await this.loadTls(loaded.config);

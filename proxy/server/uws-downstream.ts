@@ -292,13 +292,8 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
       this.res.end();
       return;
     }
-    // uWS's endWithoutBody(length) writes that length but then waits for the body it announced,
-    // and treats the connection's next request as pipelined (it closes the connection); given
-    // `undefined` it announces 2^63 bytes. Without an argument it writes no length and completes
-    // the response, so the node's length (a HEAD's, a 304's) is written as a plain header. A 204
-    // has none (RFC 9110 §8.6).
-    if (this.total >= 0 && status !== 204) this.res.writeHeader('content-length', String(this.total));
-    this.res.endWithoutBody();
+    // The node's length (a HEAD's, a 304's) goes on; a 204 has none (RFC 9110 §8.6).
+    endWithLength(this.res, this.total >= 0 && status !== 204 ? this.total : -1);
   }
 
   /** A complete reply, inside a cork. */
@@ -311,18 +306,10 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
       res.end(body, close);
       return;
     }
-    // An answer to HEAD has no content (RFC 9110 §9.3.2). Its length is the body's (see
-    // emptyCorked for why it is a plain header); a closing one is written as empty (length 0),
-    // since endWithoutBody with the close flag announces 2^63 bytes.
-    if (close) {
-      res.end('', true);
-      return;
-    }
-    res.writeHeader(
-      'content-length',
-      String(typeof body === 'string' ? Buffer.byteLength(body) : body.length),
-    );
-    res.endWithoutBody();
+    // An answer to HEAD has no content (RFC 9110 §9.3.2), only the body's length; a closing one
+    // is written as empty (length 0), since endWithoutBody with the close flag announces 2^63 bytes.
+    if (close) res.end('', true);
+    else endWithLength(res, typeof body === 'string' ? Buffer.byteLength(body) : body.length);
   }
 
   abandonHead(): boolean {
@@ -375,6 +362,18 @@ function writeBinaryHeaders(res: HttpResponse, headers: readonly string[]): void
     const v = headers[i + 1]!;
     res.writeHeader(headers[i]!, hasNonAscii(v) ? Buffer.from(v, 'latin1') : v);
   }
+}
+
+/**
+ * Ends a response without content, announcing `length` bytes (none when -1). uWS's
+ * `endWithoutBody(length)` writes the length but then waits for the body it announced and treats
+ * the connection's next request as pipelined (it closes the connection), and given `undefined` it
+ * announces 2^63 bytes; without an argument it writes no length and completes the response. So the
+ * length is a plain header.
+ */
+function endWithLength(res: HttpResponse, length: number): void {
+  if (length >= 0) res.writeHeader('content-length', String(length));
+  res.endWithoutBody();
 }
 
 function corkedWrite(): void {

@@ -72,10 +72,8 @@ describe('a client that leaves', { timeout: 60_000 }, () => {
         open.push(c);
         await c.write(chatRequest({ 'x-sim-stall-ms': String(STALL_MS) }));
         await waitFor(() => t!.sluice.stats.inFlight === 1, 3000, 'the request to be in flight');
-        const left = Date.now();
         c.destroy();
         await waitFor(() => t!.sluice.stats.inFlight === 0, 2000, 'the request to be given up');
-        assert.ok(Date.now() - left < STALL_MS - 1000, 'given up only when the answer came');
         const member = t!.sluice.current.pools.get('gpu')!.members[0]!;
         assert.equal(member.node.inFlight, 0, 'the node is still counted busy');
       });
@@ -85,7 +83,7 @@ describe('a client that leaves', { timeout: 60_000 }, () => {
         const served = node.stats().served;
         const holder = await RawConnection.open(t!.url);
         open.push(holder);
-        await holder.write(chatRequest({ 'x-sim-stall-ms': '1500' }));
+        await holder.write(chatRequest({ 'x-sim-stall-ms': String(STALL_MS) }));
         await waitFor(() => t!.sluice.stats.inFlight === 1, 3000, 'the first request to hold the node');
         const queued = await RawConnection.open(t!.url);
         open.push(queued);
@@ -95,7 +93,7 @@ describe('a client that leaves', { timeout: 60_000 }, () => {
         queued.destroy();
         await waitFor(() => t!.sluice.stats.inFlight === 1, 2000, 'the queued request to be given up');
         assert.equal(await gauge(t!, 'sluice_admission_queued{pool="gpu"}'), 0);
-        const answer = await holder.readResponse(5000);
+        const answer = await holder.readResponse(STALL_MS + 5000);
         assert.equal(answer.status, 200);
         await waitFor(() => t!.sluice.stats.inFlight === 0, 2000, 'the first request to finish');
         assert.equal(node.stats().served - served, 1, 'the request of the client that left was served');
