@@ -5,6 +5,7 @@
 import type { StatsRegistry } from './stats.js';
 import type { LatencyRecorder } from './latency-recorder.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import { retiredKey, type RetiredCounts } from '../upstream/node-registry.js';
 import type { PoolState } from '../pool/pool-state.js';
 import type { RateLimiterCounters } from '../ratelimit/rate-limiter.js';
 import type { MicroBatcherStats } from '../batch/batch-stats.js';
@@ -21,6 +22,8 @@ const QUANTILES = [0.5, 0.9, 0.99, 0.999];
 export interface MetricsSource extends Partial<Omit<SeriesMetricsSource, 'series' | 'refused'>> {
   stats: StatsRegistry;
   nodes: Iterable<UpstreamNode>;
+  /** Counts of closed node objects by `pool|url` (NodeRegistry.retired), kept in their series. */
+  retiredNodes?: ReadonlyMap<string, RetiredCounts>;
   pools: Iterable<PoolState>;
   /** Micro-batchers of the current plan's routes, by route name. */
   batchers: [string, MicroBatcherStats][];
@@ -233,7 +236,7 @@ export function renderPrometheus(src: MetricsSource): string {
     '# HELP sluice_upstream_attempts_total Attempts sent to each node.',
     '# TYPE sluice_upstream_attempts_total counter',
   );
-  const nodes = nodeSeries(src.nodes);
+  const nodes = nodeSeries(src.nodes, src.retiredNodes);
   for (const n of nodes) out.push(`sluice_upstream_attempts_total{${n.labels}} ${n.attempts}`);
   out.push(
     '# HELP sluice_upstream_failures_total Attempts that failed at the transport level.',
@@ -519,18 +522,23 @@ interface NodeSeries {
  * its own limits and health), so the pool is a label; and a reload that changes a pool's connection
  * settings keeps the old node until its requests end, so two live objects may share both labels:
  * their counts are summed, and the newer one (the registry's later) gives availability and the TTFB
- * average.
+ * average. The counts of objects already closed (`retired`) stay in their series, so its counters
+ * never go down.
  */
-function nodeSeries(nodes: Iterable<UpstreamNode>): NodeSeries[] {
+function nodeSeries(
+  nodes: Iterable<UpstreamNode>,
+  retired: ReadonlyMap<string, RetiredCounts> | undefined,
+): NodeSeries[] {
   const byLabels = new Map<string, NodeSeries>();
   for (const n of nodes) {
     const labels = `pool="${label(n.poolName)}",node="${label(n.id)}"`;
     const s = byLabels.get(labels);
     if (s === undefined) {
+      const gone = retired?.get(retiredKey(n.poolName, n.id));
       byLabels.set(labels, {
         labels,
-        attempts: n.attempts,
-        failures: n.failures,
+        attempts: n.attempts + (gone?.attempts ?? 0),
+        failures: n.failures + (gone?.failures ?? 0),
         inFlight: n.inFlight,
         pendingTokens: n.timing.pendingTokens,
         available: n.available,

@@ -232,6 +232,7 @@ export class Sluice {
         renderPrometheus({
           stats: this.stats,
           nodes: this.registry.all(),
+          retiredNodes: this.registry.retired,
           pools: this.runtime.pools.values(),
           limiter: this.runtime.limiter?.counters ?? null,
           limiterLoad: this.runtime.limiter,

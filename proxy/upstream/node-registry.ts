@@ -6,8 +6,25 @@
  */
 import { UpstreamNode, type NodeConnectionOptions } from './upstream-node.js';
 
+/** The counters of a pool's node objects that were closed (see `NodeRegistry.retired`). */
+export interface RetiredCounts {
+  attempts: number;
+  failures: number;
+}
+
+/** The key of `retired`: a pool's node by URL. */
+export function retiredKey(pool: string, url: string): string {
+  return `${pool}|${url}`;
+}
+
 export class NodeRegistry {
   private readonly nodes = new Map<string, UpstreamNode>();
+  /**
+   * What closed node objects had counted, by pool and URL: a reload that changes a pool's
+   * connection settings replaces its node objects, and the metrics keep counting on from the old
+   * ones' totals.
+   */
+  readonly retired = new Map<string, RetiredCounts>();
 
   /**
    * Returns pool `pool`'s node for `url` (an origin, as the config loader normalises node URLs) with
@@ -30,6 +47,13 @@ export class NodeRegistry {
     if (--node.refs > 0) return;
     for (const [key, n] of this.nodes) {
       if (n === node) this.nodes.delete(key);
+    }
+    const key = retiredKey(node.poolName, node.id);
+    const r = this.retired.get(key);
+    if (r === undefined) this.retired.set(key, { attempts: node.attempts, failures: node.failures });
+    else {
+      r.attempts += node.attempts;
+      r.failures += node.failures;
     }
     void node.close().catch(() => undefined);
   }

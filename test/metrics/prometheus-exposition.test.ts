@@ -7,7 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { LOOPBACK_HEAD, basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { readFile, writeFile } from 'node:fs/promises';
+import { LOOPBACK_HEAD, basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 import { toolSkip } from '../helpers/tools.js';
 
 const KEY = 'sk-exposition-secret-1234';
@@ -175,5 +176,36 @@ routes:
     const url = fleet!.urls[0]!;
     assert.equal(sample(text, `sluice_upstream_attempts_total\\{pool="a",node="${url}"\\}`), 2);
     assert.equal(sample(text, `sluice_upstream_attempts_total\\{pool="b",node="${url}"\\}`), 0);
+  });
+
+  it("keeps counting a pool's node across a reload that replaces its node object", async () => {
+    const url = fleet!.urls[0]!;
+    const attempts = async (): Promise<number> =>
+      sample(
+        await (await fetch(`${t!.adminUrl}/metrics`)).text(),
+        `sluice_upstream_attempts_total\\{pool="a",node="${url}"\\}`,
+      );
+    const before = await attempts();
+    assert.ok(before >= 2, `attempts ${before} before the reload`);
+    // New connection settings make a new node object; the old one closes once its plan retires.
+    const config = await readFile(t!.configPath, 'utf8');
+    await writeFile(
+      t!.configPath,
+      config.replace(
+        `  - name: a\n    nodes: [{ url: ${url} }]`,
+        `  - name: a\n    connections_per_node: 7\n    nodes: [{ url: ${url} }]`,
+      ),
+    );
+    const r = await t!.sluice.reload();
+    assert.equal(r.result, 'applied', r.errors.join('\n'));
+    const res = await chat(t!, false, null);
+    assert.equal(res.status, 200);
+    await res.text();
+    await waitFor(
+      () => [...t!.sluice.registry.all()].filter((n) => n.poolName === 'a').length === 1,
+      5000,
+      'the old node object to close',
+    );
+    assert.equal(await attempts(), before + 1);
   });
 });
