@@ -55,6 +55,11 @@ function getFlat(list: readonly string[], name: string): string | undefined {
 }
 
 function checkHeader(name: string, value?: string): void {
+  // Plugins may be plain JavaScript: a value of another type would reach the server's writer, which
+  // throws outside the plugin's hook (a number passes the checks below as its digits).
+  if (typeof name !== 'string') throw new TypeError(`a header name must be a string, not ${typeof name}`);
+  if (value !== undefined && typeof value !== 'string')
+    throw new TypeError(`header ${name}: the value must be a string, not ${typeof value}`);
   if (name !== name.toLowerCase() || !/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(name))
     throw new TypeError(`header name ${JSON.stringify(name)} must be a lower-case HTTP token`);
   if (RESERVED.has(name)) throw new TypeError(`header ${name} is managed by Sluice`);
@@ -620,15 +625,26 @@ export class PluginRun implements PluginRequest {
       checkHeader(k, v);
       flat.push(k, v);
     }
+    if (typeof body !== 'string' && !(body instanceof Uint8Array))
+      throw new TypeError(
+        `respond: the body must be a string or a Uint8Array, not ${body === null ? 'null' : typeof body} (JSON.stringify an object first)`,
+      );
+    const s = checkStatus(status);
+    // A 204 or 304 has no content (RFC 9110 §15.3.5, §15.4.5): a client would read a body as the
+    // start of the next response on the connection.
+    if ((s === 204 || s === 304) && body.length > 0)
+      throw new TypeError(`respond: a ${s} answer has no body; pass ''`);
     if (getFlat(flat, 'content-type') === undefined) flat.push('content-type', 'application/json');
-    this.reply = { status: checkStatus(status), headers: flat, body, code: null };
+    this.reply = { status: s, headers: flat, body, code: null };
   }
 
   reject(status: number, message: string, code = 'rejected_by_plugin', param: string | null = null): void {
     this.allow((1 << Phase.request) | (1 << Phase.route), 'reject');
+    if (!Number.isInteger(status) || status < 400 || status > 599)
+      throw new TypeError(`reject: status ${status} must be an error status, an integer from 400 to 599`);
     const type = status >= 500 ? 'server_error' : 'invalid_request_error';
     this.reply = {
-      status: checkStatus(status),
+      status,
       headers: ['content-type', 'application/json'],
       body: JSON.stringify({ error: { message, type, param, code } }),
       code,

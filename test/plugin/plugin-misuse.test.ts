@@ -1,0 +1,80 @@
+/**
+ * A plugin that misuses the request API (values of the wrong type, a body on a 204, a success
+ * status for an error) fails its hook like any plugin error: 500 `plugin_error` for the client,
+ * counted, and Sluice serves on. Such values used to reach the server's writer and throw there,
+ * outside the hook, which ended the process.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { ENGINES, withListenerKeys } from '../helpers/engines.js';
+import { basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { metric } from './plugin-helpers.js';
+
+const MISUSE_PLUGIN = fileURLToPath(new URL('./fixtures/misuse-plugin.js', import.meta.url));
+
+/** The `x-misuse` cases and the phase each one fails in. */
+const CASES: [string, string][] = [
+  ['respond-object', 'onRequest'],
+  ['respond-number', 'onRequest'],
+  ['respond-null', 'onRequest'],
+  ['respond-header-number', 'onRequest'],
+  ['respond-204-body', 'onRequest'],
+  ['reject-200', 'onRequest'],
+  ['set-header-number', 'onRequest'],
+  ['response-header-number', 'onResponseHead'],
+];
+
+function chat(t: TestSluice, misuse: string | null): Promise<Response> {
+  return fetch(`${t.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(misuse === null ? {} : { 'x-misuse': misuse }) },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+  });
+}
+
+describe('a plugin that misuses the request API', { timeout: 60_000 }, () => {
+  let fleet: SimFleet;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+  });
+
+  after(async () => {
+    await fleet?.close();
+  });
+
+  for (const engine of ENGINES) {
+    describe(`${engine.name} listener`, () => {
+      let t: TestSluice | null = null;
+      before(async () => {
+        const plugins = `plugins:\n  - name: misuse\n    use: ${MISUSE_PLUGIN}\n`;
+        t = await startTestSluice(
+          withListenerKeys(basicConfig([fleet.urls[0]!], plugins, { route: '    plugins: [misuse]' }), {
+            pipelining: engine.pipelining,
+          }),
+        );
+      });
+      after(async () => {
+        await t?.close();
+      });
+
+      for (const [misuse, phase] of CASES) {
+        it(`answers 500 plugin_error for ${misuse} and serves on`, async () => {
+          const series = `sluice_plugin_errors_total{plugin="misuse",phase="${phase}"}`;
+          const errors = await metric(t!, series);
+          const res = await chat(t!, misuse);
+          const body = (await res.json()) as { error: { code: string; message: string } };
+          assert.equal(res.status, 500, JSON.stringify(body));
+          assert.equal(body.error.code, 'plugin_error');
+          assert.match(body.error.message, /misuse/);
+          assert.equal(await metric(t!, series), errors + 1);
+          const ok = await chat(t!, null);
+          assert.equal(ok.status, 200);
+          await ok.arrayBuffer();
+        });
+      }
+    });
+  }
+});
