@@ -87,10 +87,16 @@ export abstract class BatchDispatcher {
     this.fail(items, f.status, f.body, f.retryable);
   }
 
-  /** No node could be picked for a call that would have carried `items`; counts as an attempt. */
+  /**
+   * No node could be picked for a call that would have carried `items`: a round of `max_attempts`
+   * (so a fleet with no node is not waited out here for ever), but not an upstream call.
+   */
   protected noNode(items: BatchItem[]): void {
     const f = noNodeFailure(this.ctx.options.route);
-    for (const item of items) item.attempts++;
+    for (const item of items) {
+      item.attempts++;
+      item.noNodeRounds++;
+    }
     this.fail(items, f.status, f.body, f.retryable);
   }
 
@@ -127,7 +133,7 @@ export abstract class BatchDispatcher {
     for (let it: BatchItem | null = item; it !== null; it = it.nextDuplicate) {
       if (status < 200 || status >= 300) stats.failedItems++;
       try {
-        it.sink.onBatchResult(it.tag, status, body, item.attempts);
+        it.sink.onBatchResult(it.tag, status, body, item.attempts - item.noNodeRounds);
       } catch {
         // A throwing sink is the caller's bug; the neighbours must still get their results.
         stats.sinkErrors++;

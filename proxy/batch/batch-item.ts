@@ -27,8 +27,10 @@ export interface BatchItemSink {
 
 /** An item inside the batcher. Fixed shape: every field is declared here. */
 export class BatchItem {
-  /** Upstream calls that carried this item. */
+  /** Rounds this item took: upstream calls that carried it, and picks that found no node. */
   attempts = 0;
+  /** Of `attempts`, the picks that found no node (no node saw the item then). */
+  noNodeRounds = 0;
   /** Later identical items of the same window; they get this item's result. */
   nextDuplicate: BatchItem | null = null;
   /** Next item in a node's fanout queue (intrusive list). */

@@ -845,6 +845,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.tail2 = body;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
+    // No node saw the item (none could be picked): as for any request Sluice refuses that way.
+    if (status === 503 && attempts === 0) headers.push(...NO_NODE_RETRY_AFTER);
     this.downstream.reply(status, headers, body, this.host.draining);
     this.finish();
   }
