@@ -68,15 +68,9 @@ export class InternalRequest implements Downstream, SessionHost {
 
   /** Runs the call on `plan`; the owner's `internalDone` follows exactly once (possibly synchronously). */
   run(plan: Plan, call: InternalCall): void {
-    const headers = [
-      ...call.headers,
-      'content-type',
-      'application/json',
-      'content-length',
-      String(call.body.length),
-      'x-request-id',
-      call.id,
-    ];
+    // No content-length: like a client's (which the head reader consumes), it is the forwarded
+    // body's, and a plugin's onRequest may replace the body.
+    const headers = [...call.headers, 'content-type', 'application/json', 'x-request-id', call.id];
     const s = new Session(this, plan, this, call.id, 'POST', call.path, call.path, 'localhost', headers);
     s.body = call.body;
     s.internal = true;

@@ -381,3 +381,86 @@ batch_api:
     }
   });
 });
+
+describe('POST /v1/batch on a route whose plugin rewrites the body', { timeout: 60_000 }, () => {
+  let fleet: SimFleet | undefined;
+  let proxy: TestSluice | undefined;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    // model-alias rewrites `model` in each item's body: a body of another length than the item's.
+    proxy = await startTestSluice(
+      basicConfig(
+        fleet.urls,
+        `batch_api:\n  sync: { max_items: 10 }\nplugins:\n  - name: alias\n    use: model-alias\n    options:\n      aliases:\n        - { public: embed-small, target: sim-embed }\n`,
+        { route: '    plugins: [alias]' },
+      ),
+    );
+  });
+  after(async () => {
+    await proxy?.close();
+    await fleet?.close();
+  });
+
+  it("answers every item as the node answers the rewritten body (the item's own length is not forwarded)", async () => {
+    const items = Array.from({ length: 3 }, (_, i) => ({
+      custom_id: `a-${i}`,
+      model: 'embed-small',
+      input: `x ${i}`,
+    }));
+    const r = await post(proxy!.url, { endpoint: '/v1/embeddings', items });
+    assert.equal(r.status, 200, r.text);
+    const b = r.json as BatchResult;
+    assert.deepEqual(b.request_counts, { total: 3, succeeded: 3, failed: 0 }, r.text);
+    b.results.forEach((res, i) => {
+      assert.equal(res.status_code, 200);
+      assert.deepEqual(res.body?.data?.[0]?.embedding, expectedEmbedding(`x ${i}`, DIM));
+    });
+  });
+});
+
+describe('POST /v1/batch on a micro-batching route with no node available', { timeout: 60_000 }, () => {
+  let fleet: SimFleet | undefined;
+  let proxy: TestSluice | undefined;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    proxy = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: embed
+    nodes: [{ url: ${fleet.urls[0]} }]
+routes:
+  - name: embeddings
+    match: { path: /v1/embeddings }
+    pool: embed
+    batching: { mode: native, max_batch_size: 4, max_wait_ms: 2, max_attempts: 2 }
+batch_api:
+  sync: { max_items: 10 }
+`);
+    const drained = await fetch(`${proxy.adminUrl}/admin/nodes/embed/0/drain`, { method: 'POST' });
+    assert.equal(drained.status, 200);
+  });
+  after(async () => {
+    await proxy?.close();
+    await fleet?.close();
+  });
+
+  it('reports the item as refused by Sluice: 503 no_healthy_upstream, 0 attempts', async () => {
+    const r = await post(proxy!.url, { endpoint: '/v1/embeddings', items: embeddingItems(1) });
+    assert.equal(r.status, 200, r.text);
+    const res = (r.json as BatchResult).results[0]!;
+    assert.equal(res.status_code, 503);
+    assert.equal(res.error?.code, 'no_healthy_upstream');
+    assert.equal(res.attempts, 0, 'no node saw the item');
+  });
+
+  it('answers a direct request 503 with Retry-After, as on a route without batching', async () => {
+    const r = await fetch(`${proxy!.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sim-embed', input: 'x' }),
+    });
+    await r.arrayBuffer();
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get('retry-after'), '1');
+  });
+});
