@@ -64,6 +64,9 @@ export function parseBatchInput(content: string, limits: BatchInputLimits = {}):
       fail('"url" must be a path starting with /v1/', 'url');
     if (typeof body !== 'object' || body === null || Array.isArray(body))
       fail('"body" must be a JSON object', 'body');
+    // An output line holds the whole response as a JSON object: an event stream has no place there.
+    if ((body as Record<string, unknown>)['stream'] === true)
+      fail('"body.stream" must not be true: batch results carry whole responses', 'body.stream');
     const first = seen.get(id);
     if (first !== undefined) fail(`duplicate custom_id "${id}" (first used on line ${first})`, 'custom_id');
     seen.set(id, lineNo);

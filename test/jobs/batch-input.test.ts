@@ -43,6 +43,7 @@ describe('batch input validation', () => {
       [{ ...base, method: 'GET' }, /method/],
       [{ ...base, url: 'http://x/v1/embeddings' }, /url/],
       [{ ...base, body: [1] }, /body/],
+      [{ ...base, body: { model: 'm', stream: true } }, /"body\.stream" must not be true/],
       [{ ...base, extra: 1 }, /unknown field "extra"/],
     ];
     for (const [obj, re] of cases) rejects(`${embeddingLine(9)}\n${JSON.stringify(obj)}`, 2, re);
