@@ -159,6 +159,9 @@ export class AdminServer {
       }
     } catch (e) {
       if (e instanceof HistogramsQueryError) return errorJson(res, 400, 'invalid_query', e.message);
+      // A malformed percent-escape in a pool or node name (decodeURIComponent).
+      if (e instanceof URIError)
+        return errorJson(res, 400, 'invalid_request', `${path}: malformed percent-escape in the path`);
       return errorJson(res, 500, 'internal_error', String(e));
     }
     errorJson(res, 404, 'not_found', `no admin endpoint ${method} ${path}`);

@@ -166,6 +166,14 @@ describe('node drain', { timeout: 30_000 }, () => {
     assert.equal((await fetch(`${t!.adminUrl}/admin/nodes/gpu/9/drain`, { method: 'POST' })).status, 404);
   });
 
+  it('answers 400 for a malformed percent-escape in a pool or node name', async () => {
+    const r = await fetch(`${t!.adminUrl}/admin/nodes/gpu/%ZZ/drain`, { method: 'POST' });
+    const body = (await r.json()) as { error: { code: string; message: string } };
+    assert.equal(r.status, 400);
+    assert.equal(body.error.code, 'invalid_request');
+    assert.match(body.error.message, /percent-escape/);
+  });
+
   it('returns mergeable compressed histograms for a metric, and 400 for an unknown one', async () => {
     const body = (await (
       await fetch(`${t!.adminUrl}/admin/histograms?metric=duration&view=total`)
