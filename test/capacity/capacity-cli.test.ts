@@ -217,15 +217,18 @@ describe('sluice capacity --admin', () => {
   });
 
   it('exits 1 when the admin API cannot be reached', async () => {
+    // A listener that drops every connection: a port closed after use could be taken by another
+    // test's server before the command connects (seen once in a clean-clone run).
+    const s = createServer((socket) => socket.destroy());
     const port = await new Promise<number>((resolve) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port;
-        s.close(() => resolve(p));
-      });
+      s.listen(0, '127.0.0.1', () => resolve((s.address() as { port: number }).port));
     });
-    const r = await sluice(['--admin', `http://127.0.0.1:${port}`]);
-    assert.equal(r.code, 1);
-    assert.match(r.stderr, /sluice capacity: cannot read http:\/\/127\.0\.0\.1:\d+\/admin\/capacity/);
+    try {
+      const r = await sluice(['--admin', `http://127.0.0.1:${port}`]);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /sluice capacity: cannot read http:\/\/127\.0\.0\.1:\d+\/admin\/capacity/);
+    } finally {
+      await new Promise<void>((resolve) => s.close(() => resolve()));
+    }
   });
 });
