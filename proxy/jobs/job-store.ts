@@ -240,7 +240,8 @@ export class JobStore {
             errors.length > 0 ? 'failed' : 'validating',
             errors.length > 0 ? JSON.stringify(errors) : null,
             metadata === null ? null : JSON.stringify(metadata),
-            lines.length,
+            // A batch refused at validation has no items: its counts stay 0 (completed + failed = total).
+            errors.length > 0 ? 0 : lines.length,
             nowS,
             Math.floor((nowMs + windowMs) / 1000),
             errors.length > 0 ? nowS : null,

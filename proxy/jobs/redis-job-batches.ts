@@ -98,7 +98,8 @@ export class RedisJobBatches {
       id,
       owner,
       file.id,
-      String(lines.length),
+      // A batch refused at validation has no items: its counts stay 0 (completed + failed = total).
+      String(failed ? 0 : lines.length),
       failed ? 'failed' : 'validating',
       ...fields,
     ]);

@@ -320,6 +320,8 @@ export function describeJobBackend(
       });
       assert.equal(failed.status, 'failed');
       assert.ok(failed.failed_at !== null);
+      // No item was created: the counts hold completed + failed = total.
+      assert.deepEqual(failed.request_counts, { total: 0, completed: 0, failed: 0 });
       assert.deepEqual(
         failed.errors?.data.map((e) => [e.code, e.line]),
         [['mismatched_endpoint', 2]],
