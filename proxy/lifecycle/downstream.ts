@@ -15,7 +15,9 @@ export interface Downstream {
   reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void;
   /**
    * Writes the head of a streamed response. `contentLength` is the body size, or -1 when unknown
-   * (chunked framing, e.g. SSE). `noBody` for HEAD requests and 204/304. Header values are byte
+   * (chunked framing, e.g. SSE). `noBody` for 204/304; an answer to a client's HEAD has none either,
+   * which the implementation knows from the request it serves (a plugin may forward another
+   * method), as it does for `reply`. Header values are byte
    * strings (one character per byte, as in Node's `http`); `binary` says that some value holds a
    * character from U+0080 to U+00FF, to be written as that one byte.
    */

@@ -72,11 +72,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   readonly id: string;
   /** Method as sent (upper-case for standard methods); a plugin's onRequest may change it. */
   method: string;
-  /**
-   * The client sent HEAD: its answer has no body whatever method a plugin forwards (the listener's
-   * own replies to it follow the client's method too).
-   */
-  readonly clientHead: boolean;
   /** Path without query string. */
   path: string;
   /** Path with query string, as forwarded. */
@@ -176,7 +171,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.downstream = downstream;
     this.id = id;
     this.method = method;
-    this.clientHead = method === 'HEAD';
     this.path = path;
     this.url = url;
     this.hostName = hostName;
@@ -616,7 +610,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.rec.onHead(this, att.node, ttfb);
     this.sse = head.contentType.startsWith('text/event-stream');
     const length = head.contentLength !== '' && !this.sse ? Number(head.contentLength) : -1;
-    const noBody = this.clientHead || status === 204 || status === 304;
+    // An answer to the client's HEAD has no body either: the downstream knows the client's method
+    // (a plugin may forward another) and applies it to every answer it writes.
+    const noBody = status === 204 || status === 304;
     this.status = status;
     const out = head.headers;
     if (this.limit !== null) rateLimitHeaders(this.limit, out);
@@ -768,10 +764,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     settleAttemptPrefill(att);
     this.live--;
     // A request undici still holds keeps its node busy until undici lets go (Attempt.onError).
-    if (!att.heldByUndici) {
-      att.node.inFlight--;
-      att.node.inFlightCost -= att.cost;
-    }
+    if (!att.heldByUndici) att.releaseNode();
     if (this.rec.trace !== null) this.rec.onAttemptEnd(att);
   }
 

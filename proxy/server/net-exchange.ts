@@ -137,10 +137,11 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
     this.finish();
   }
 
-  start(status: number, headers: readonly string[], contentLength: number, noBody: boolean): void {
+  start(status: number, headers: readonly string[], contentLength: number, bodyless: boolean): void {
     // HOT
     if (this.aborted || this.started) return;
     this.started = true;
+    const noBody = bodyless || this.headRequest;
     let framing: string;
     if (noBody) framing = contentLength >= 0 && status !== 204 ? `content-length: ${contentLength}\r\n` : '';
     else if (contentLength >= 0) {

@@ -196,9 +196,9 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     this.headStatus = status;
     this.headHeaders = headers;
     this.headBinary = binary;
-    if (noBody || contentLength === 0) {
+    if (noBody || this.headRequest || contentLength === 0) {
       this.ended = true;
-      argClose = noBody;
+      argClose = noBody || this.headRequest;
       corkWith(this, corkedEmpty);
     }
   }

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { ENGINES, withListenerKeys } from '../helpers/engines.js';
+import { RawConnection, rawHeader } from '../helpers/raw-http.js';
 import { basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 import { metric } from './plugin-helpers.js';
 
@@ -58,6 +59,22 @@ describe('a plugin that misuses the request API', { timeout: 60_000 }, () => {
       });
       after(async () => {
         await t?.close();
+      });
+
+      it('answers a HEAD that a plugin forwards as GET without a body, and the connection serves on', async () => {
+        const c = await RawConnection.open(t!.url);
+        try {
+          await c.write('HEAD /v1/models HTTP/1.1\r\nHost: sluice\r\nx-misuse: head-to-get\r\n\r\n');
+          const head = await c.readResponse(5000, true);
+          assert.equal(head.status, 200);
+          assert.ok(Number(rawHeader(head, 'content-length')) > 0, 'the GET answer has a body to leave out');
+          await new Promise((r) => setTimeout(r, 150));
+          assert.equal(c.pending.length, 0, 'a body followed the answer to HEAD');
+          await c.write('GET /v1/models HTTP/1.1\r\nHost: sluice\r\n\r\n');
+          assert.equal((await c.readResponse(5000)).status, 200);
+        } finally {
+          c.destroy();
+        }
       });
 
       for (const [misuse, phase] of CASES) {
