@@ -151,6 +151,12 @@ export class Attempt implements DeadlineEntry {
     return this.lateAbort !== null;
   }
 
+  /** Gives back what this attempt counted on its node (once: the session's release or onError). */
+  releaseNode(): void {
+    this.node.inFlight--;
+    this.node.inFlightCost -= this.cost;
+  }
+
   /** Aborts the upstream exchange if it is still running. */
   cancel(reason: Error): void {
     if (this.cancelled) return;
@@ -220,7 +226,6 @@ export class Attempt implements DeadlineEntry {
       return;
     }
     // The session had its error at the deadline; undici let go of the request only now.
-    this.node.inFlight--;
-    this.node.inFlightCost -= this.cost;
+    this.releaseNode();
   }
 }

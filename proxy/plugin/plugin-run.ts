@@ -640,11 +640,9 @@ export class PluginRun implements PluginRequest {
 
   reject(status: number, message: string, code = 'rejected_by_plugin', param: string | null = null): void {
     this.allow((1 << Phase.request) | (1 << Phase.route), 'reject');
-    if (!Number.isInteger(status) || status < 400 || status > 599)
-      throw new TypeError(`reject: status ${status} must be an error status, an integer from 400 to 599`);
     const type = status >= 500 ? 'server_error' : 'invalid_request_error';
     this.reply = {
-      status,
+      status: checkStatus(status, 400),
       headers: ['content-type', 'application/json'],
       body: JSON.stringify({ error: { message, type, param, code } }),
       code,
@@ -686,8 +684,9 @@ export class PluginRun implements PluginRequest {
   }
 }
 
-function checkStatus(status: number): number {
-  if (!Number.isInteger(status) || status < 200 || status > 599)
-    throw new TypeError(`status ${status} must be an integer from 200 to 599`);
+/** `status` when it is an integer from `min` to 599 (an error status for `reject`: 400). */
+function checkStatus(status: number, min = 200): number {
+  if (!Number.isInteger(status) || status < min || status > 599)
+    throw new TypeError(`status ${status} must be an integer from ${min} to 599`);
   return status;
 }
