@@ -91,6 +91,12 @@ export class RawConnection {
     }
   }
 
+  /** Resolves once the bytes received and not consumed hold `text`; rejects after `timeoutMs`. */
+  async waitForText(text: string, timeoutMs = 5000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.buf.includes(text)) await this.waitForData(deadline - Date.now());
+  }
+
   /** Resolves when more bytes arrive or the connection closes; rejects after `ms`. */
   async waitForData(ms: number): Promise<void> {
     if (ms <= 0) throw new Error('timed out waiting for the server');

@@ -299,8 +299,7 @@ describe('forwarding through one pool', () => {
     await conn.write(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\nx-sim-chunk-delay-ms: 50\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
-    const deadline = Date.now() + 5000;
-    while (!conn.pending.includes('data: ')) await conn.waitForData(deadline - Date.now());
+    await conn.waitForText('data: ', 5000);
     assert.equal(node.stats().running, 1);
     assert.equal(t.sluice.stats.inFlight, 1);
     conn.destroy();
@@ -318,8 +317,7 @@ describe('forwarding through one pool', () => {
     await conn.write(
       `POST /v1/chat/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Type: application/json\r\nx-sim-chunk-delay-ms: 50\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
-    const deadline = Date.now() + 5000;
-    while (!conn.pending.includes('data: ')) await conn.waitForData(deadline - Date.now());
+    await conn.waitForText('data: ', 5000);
     conn.destroy();
     await waitFor(
       () => node.stats().running === 0 && t.sluice.stats.inFlight === 0,

@@ -69,18 +69,21 @@ describe('answers without content', { timeout: 60_000 }, () => {
     describe(`${engine.name} listener`, () => {
       let t: TestSluice | null = null;
       let c: RawConnection | null = null;
+      /** Every connection a test opened: closed in `after`, whichever test failed. */
+      const open: RawConnection[] = [];
       before(async () => {
         t = await startTestSluice(
           withListenerKeys(basicConfig([nodeUrl]), { pipelining: engine.pipelining }),
         );
       });
       after(async () => {
-        c?.destroy();
+        for (const o of open) o.destroy();
         await t?.close();
       });
 
       it("passes a node's 204 on without a length, and the connection serves the next request", async () => {
         c = await RawConnection.open(t!.url);
+        open.push(c);
         const r = await exchange(c, 'GET /204 HTTP/1.1\r\nHost: a\r\n\r\n', false);
         assert.equal(r.status, 204);
         assert.equal(rawHeader(r, 'x-node'), 'yes');
@@ -94,6 +97,7 @@ describe('answers without content', { timeout: 60_000 }, () => {
 
       it("answers HEAD with the node's length and no body, and the connection serves the next request", async () => {
         c = await RawConnection.open(t!.url);
+        open.push(c);
         const r = await exchange(c, 'HEAD /sized HTTP/1.1\r\nHost: a\r\n\r\n', true);
         assert.equal(r.status, 200);
         assert.equal(rawHeader(r, 'content-length'), '5');
@@ -109,6 +113,7 @@ describe('answers without content', { timeout: 60_000 }, () => {
 
       it('answers HEAD with the headers of its own error reply, without the body', async () => {
         c = await RawConnection.open(t!.url);
+        open.push(c);
         const r = await exchange(c, 'HEAD /close HTTP/1.1\r\nHost: a\r\n\r\n', true);
         assert.equal(r.status, 502);
         assert.equal(rawHeader(r, 'content-type'), 'application/json');

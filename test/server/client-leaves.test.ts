@@ -104,8 +104,7 @@ describe('a client that leaves', { timeout: 60_000 }, () => {
           const c = await RawConnection.open(t!.url);
           open.push(c);
           await c.write(chatRequest({ 'x-sim-chunk-delay-ms': '40' }, { stream: true, max_tokens: 12 }));
-          const deadline = Date.now() + 5000;
-          while (!c.pending.includes('data: ')) await c.waitForData(deadline - Date.now());
+          await c.waitForText('data: ', 5000);
           c.socket.end();
           const r = await c.readResponse(5000);
           assert.equal(r.status, 200);

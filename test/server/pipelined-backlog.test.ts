@@ -66,8 +66,7 @@ describe('pipelined answers queued behind a stream', { timeout: 60_000 }, () => 
     open.push(c);
     const stalled = streamRequest().replace('x-sim-chunk-delay-ms: 20', 'x-sim-stall-ms: 3000');
     await c.write(`${streamRequest()}${stalled}GET ${LONG_MISS} HTTP/1.1\r\nHost: sluice.test\r\n\r\n`);
-    const deadline = Date.now() + 5000;
-    while (!c.pending.includes('data: ')) await c.waitForData(deadline - Date.now());
+    await c.waitForText('data: ', 5000);
     c.socket.end();
     const first = await c.readResponse(10_000);
     assert.equal(first.status, 200);
