@@ -9,7 +9,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { freePort } from '../../loadtest/env/free-port.js';
+import { refusedPorts } from '../helpers/refused-port.js';
 import { BrokenNode } from '../../loadtest/chaos/broken-node.js';
 import {
   FAULT_CASES,
@@ -48,7 +48,7 @@ describe('broken nodes', { timeout: 180_000 }, () => {
   }
 
   it('answers 503 with Retry-After within 10 ms when every node is down, without queueing', async (tc) => {
-    const dead = [await freePort(), await freePort()].map((p) => `http://127.0.0.1:${p}`);
+    const dead = (await refusedPorts(2)).map((p) => `http://127.0.0.1:${p}`);
     const d = await startTestSluice(
       faultTableConfig(
         LOOPBACK_HEAD,

@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import type { SimNode } from '../../loadtest/sim/sim-node.js';
 import { RawConnection, rawRequest } from '../helpers/raw-http.js';
-import { freePort } from '../../loadtest/env/free-port.js';
+import { refusedPort } from '../helpers/refused-port.js';
 import {
   LOOPBACK_HEAD,
   basicConfig,
@@ -548,7 +548,7 @@ describe('dead nodes', () => {
 
   before(async () => {
     fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
-    dead = `http://127.0.0.1:${await freePort()}`;
+    dead = `http://127.0.0.1:${await refusedPort()}`;
     t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: half-dead
     nodes:

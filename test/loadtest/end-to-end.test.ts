@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runLoadtestCli } from '../../loadtest/cli.js';
-import { freePort } from '../../loadtest/env/free-port.js';
+import { refusedPort } from '../helpers/refused-port.js';
 import type { LoadtestResult } from '../../loadtest/report/result.js';
 
 let dir = '';
@@ -239,7 +239,7 @@ describe('loadtest end to end', () => {
   });
 
   it('ends with a clear message when the target refuses connections', async () => {
-    const port = await freePort();
+    const port = await refusedPort();
     const file = await scenario(
       'refused',
       `name: refused\nload: { mode: closed }\ntarget: http://127.0.0.1:${port}\nworkload:\n  mix: [{ kind: embedding }]\n`,
