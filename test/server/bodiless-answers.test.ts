@@ -124,6 +124,27 @@ describe('answers without content', { timeout: 60_000 }, () => {
         const next = await exchange(c, 'GET /ok HTTP/1.1\r\nHost: a\r\n\r\n', false);
         assert.equal(next.status, 200);
       });
+
+      it('answers a HEAD it refuses and closes on with the head alone, then closes', async () => {
+        c = await RawConnection.open(t!.url);
+        open.push(c);
+        // Larger than the default max_body_bytes (10 MiB): refused before any byte of it is read.
+        const r = await exchange(
+          c,
+          'HEAD /sized HTTP/1.1\r\nHost: a\r\nContent-Length: 20000000\r\n\r\n',
+          true,
+        );
+        assert.equal(r.status, 413);
+        const length = rawHeader(r, 'content-length');
+        if (engine.pipelining === 0) {
+          // uWS cannot announce a length it does not send and then close (docs/security.md).
+          assert.equal(length, '0');
+        } else {
+          assert.ok(Number(length) > 0, `content-length ${length}: the GET body's length`);
+        }
+        assert.equal(await c.waitClosed(2000), true, 'the connection closes after the refusal');
+        assert.equal(c.pending.toString('latin1'), '', 'bytes after the head of the 413 to HEAD');
+      });
     });
   }
 });
