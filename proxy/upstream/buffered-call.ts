@@ -4,7 +4,7 @@
  * error catalogue, like a streamed attempt. Batch answers are small JSON documents, so buffering is
  * bounded by the node's answer.
  */
-import type { Dispatcher } from 'undici';
+import { errors, type Dispatcher } from 'undici';
 import type { BatchResponse, BatchTransport } from '../batch/batch-transport.js';
 import { classifyUpstreamError } from '../lifecycle/upstream-errors.js';
 import type { UpstreamNode } from './upstream-node.js';
@@ -12,7 +12,11 @@ import type { UpstreamNode } from './upstream-node.js';
 /** Rough tokens per batch item, for the node's in-flight work. */
 const TOKENS_PER_ITEM = 128;
 
-/** The undici handler of one buffered call. */
+/**
+ * The undici handler of one buffered call. The time-to-first-byte deadline runs from dispatch, as a
+ * streamed attempt's does: undici's own `headersTimeout` starts only once the request is written,
+ * so a node slow to accept would have held the call until the pool's connect timeout first.
+ */
 class BufferedCall implements Dispatcher.DispatchHandler {
   private status = 0;
   private readonly chunks: Buffer[] = [];
@@ -20,10 +24,16 @@ class BufferedCall implements Dispatcher.DispatchHandler {
   private readonly cost: number;
   private readonly resolve: (r: BatchResponse) => void;
   private readonly reject: (e: Error) => void;
+  /** undici's control of the exchange; null until it started (the connection is up). */
+  private controller: Dispatcher.DispatchController | null = null;
+  private ttfbTimer: NodeJS.Timeout | null = null;
+  /** The deadline's error once it passed: the caller has its answer, undici's end is only released. */
+  private lateError: Error | null = null;
 
   constructor(
     node: UpstreamNode,
     cost: number,
+    ttfbMs: number,
     resolve: (r: BatchResponse) => void,
     reject: (e: Error) => void,
   ) {
@@ -31,11 +41,16 @@ class BufferedCall implements Dispatcher.DispatchHandler {
     this.cost = cost;
     this.resolve = resolve;
     this.reject = reject;
+    if (ttfbMs > 0) this.ttfbTimer = setTimeout(ttfbPassed, ttfbMs, this);
   }
 
-  onRequestStart(): void {}
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.lateError !== null) controller.abort(this.lateError);
+  }
 
   onResponseStart(_c: Dispatcher.DispatchController, status: number): void {
+    this.clearTimer();
     this.status = status;
   }
 
@@ -45,19 +60,41 @@ class BufferedCall implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.done();
-    this.resolve({ status: this.status, body: Buffer.concat(this.chunks) });
+    if (this.lateError === null) this.resolve({ status: this.status, body: Buffer.concat(this.chunks) });
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
     this.done();
+    if (this.lateError !== null) return;
     this.node.failures++;
     this.reject(classifyUpstreamError(err));
   }
 
+  /** No response head by the deadline: the call fails now; undici's exchange is aborted once it starts. */
+  timedOut(): void {
+    this.ttfbTimer = null;
+    const err = new errors.HeadersTimeoutError();
+    this.lateError = err;
+    this.node.failures++;
+    this.reject(classifyUpstreamError(err));
+    this.controller?.abort(err);
+  }
+
+  /** undici let go of the exchange: the node's counters are given back (it held a connection until then). */
   private done(): void {
+    this.clearTimer();
     this.node.inFlight--;
     this.node.inFlightCost -= this.cost;
   }
+
+  private clearTimer(): void {
+    if (this.ttfbTimer !== null) clearTimeout(this.ttfbTimer);
+    this.ttfbTimer = null;
+  }
+}
+
+function ttfbPassed(call: BufferedCall): void {
+  call.timedOut();
 }
 
 /** Sends micro-batches (or their single items) to one node at a fixed path. */
@@ -92,7 +129,7 @@ export class NodeBatchTransport implements BatchTransport {
           ttfbMs: this.ttfbMs,
           idleMs: this.idleMs,
         },
-        new BufferedCall(node, cost, resolve, reject),
+        new BufferedCall(node, cost, this.ttfbMs, resolve, reject),
       );
     });
   }

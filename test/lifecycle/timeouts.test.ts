@@ -397,6 +397,10 @@ routes:
   - name: hole
     match: { headers: { x-pool: hole } }
     pool: hole
+  - name: late-batched
+    match: { path: /v1/embeddings, headers: { x-pool: late } }
+    pool: late
+    batching: { mode: native, max_batch_size: 4, max_wait_ms: 2, max_attempts: 1 }
   - name: late
     match: { headers: { x-pool: late } }
     pool: late
@@ -440,6 +444,30 @@ routes:
     // until then, and that end is not a second failure.
     assert.equal(node().inFlight, 1);
     await waitFor(() => node().inFlight === 0, LATE_CONNECT_MS + 5000, 'undici to let go of the request');
+    assert.equal(node().failures - failures, 1);
+  });
+
+  it('answers a micro-batched request at ttfb_ms when the connection is still being made then', async () => {
+    const node = (): UpstreamNode => t.sluice.current.pools.get('late')!.members[0]!.node;
+    await waitFor(() => node().inFlight === 0, LATE_CONNECT_MS + 5000, 'the previous test to let go');
+    const failures = node().failures;
+    const start = performance.now();
+    const res = await fetch(`${t.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { ...json, 'x-pool': 'late' },
+      body: JSON.stringify({ model: 'sim-embed', input: 'hi' }),
+    });
+    const elapsed = performance.now() - start;
+    const text = await res.text();
+    assert.equal(res.status, 504, text);
+    assert.equal((JSON.parse(text) as OpenAiError).error.code, 'upstream_timeout');
+    assert.ok(
+      elapsed >= 250 && elapsed < LATE_CONNECT_MS - 300,
+      `answered after ${elapsed.toFixed(0)} ms (ttfb_ms 300, connect_ms ${LATE_CONNECT_MS})`,
+    );
+    // As for a streamed attempt: the node stays counted busy while undici holds the call, and
+    // undici's later end is not a second failure.
+    await waitFor(() => node().inFlight === 0, LATE_CONNECT_MS + 5000, 'undici to let go of the call');
     assert.equal(node().failures - failures, 1);
   });
 
