@@ -15,11 +15,11 @@ const WRITE_BUFFER_BYTES = 4096;
 /** A target no route matches, long enough that its 404 (which quotes it) outgrows the write buffer. */
 const LONG_MISS = `/miss/${'x'.repeat(2 * WRITE_BUFFER_BYTES)}`;
 
-function streamRequest(): string {
+function streamRequest(maxTokens = 24): string {
   const body = JSON.stringify({
     model: 'sim-chat',
     messages: [{ role: 'user', content: 'hello' }],
-    max_tokens: 24,
+    max_tokens: maxTokens,
     stream: true,
   });
   return (
@@ -59,6 +59,26 @@ describe('pipelined answers queued behind a stream', { timeout: 60_000 }, () => 
     const second = await c.readResponse(5000);
     assert.equal(second.status, 404);
     assert.ok(second.body.length > WRITE_BUFFER_BYTES, `a 404 of ${second.body.length} bytes`);
+  });
+
+  it('resumes a large stream held behind one that ends, and counts no failure', async () => {
+    // The first stream ends inside the node client's callback; the second, paused behind it at the
+    // write buffer, must be resumed outside it (resuming one node connection's parser inside
+    // another's callback is refused by undici: the stream stalled until idle_ms, and the first
+    // node was charged a failure).
+    const node = t!.sluice.current.pools.get('gpu')!.members[0]!.node;
+    const failures = node.failures;
+    const c = await RawConnection.open(t!.url);
+    open.push(c);
+    await c.write(`${streamRequest()}${streamRequest(2000).replace('x-sim-chunk-delay-ms: 20\r\n', '')}`);
+    const first = await c.readResponse(10_000);
+    assert.equal(first.status, 200);
+    assert.match(first.body.toString(), /data: \[DONE\]/);
+    const second = await c.readResponse(5000);
+    assert.equal(second.status, 200);
+    assert.ok(second.body.length > 16 * WRITE_BUFFER_BYTES, `a stream of ${second.body.length} bytes`);
+    assert.match(second.body.toString(), /data: \[DONE\]/);
+    assert.equal(node.failures - failures, 0);
   });
 
   it('streams on to a client that half-closed, with the answers behind the stream abandoned', async () => {
