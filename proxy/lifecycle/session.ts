@@ -28,7 +28,7 @@ import { rateLimitHeaders, rateLimitMessage, retryAfterHeaders } from '../rateli
 import { estimateRequestTokens } from '../ratelimit/token-estimate.js';
 import { extractApiKey } from '../tenant/api-key.js';
 import type { Tenant } from '../tenant/tenant-table.js';
-import { parseUsageTokens } from './usage-tail.js';
+import { BodyTail, parseUsageTokens } from './usage-tail.js';
 import type { BatchItemSink } from '../batch/batch-item.js';
 import { parseJsonBody } from './request-body.js';
 import { backoffMs, retryAfterMs, retryBitForError, retryBitForStatus, statusReason } from './retry-rules.js';
@@ -105,10 +105,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private limit: RateLimitDecision | null = null;
   /** The request's place in its pool's admission queue, when the pool has one. */
   private gate: AdmissionGate | null = null;
-  /** The last response chunks (references, no copies), scanned for `usage` at the end. */
-  private tail0: Buffer | null = null;
-  private tail1: Buffer | null = null;
-  private tail2: Buffer | null = null;
+  /** The newest response chunk (a reference), scanned for `usage` at the end with `earlier`. */
+  private newest: Buffer | null = null;
+  /** The bytes before `newest`, from a response's second chunk on; null before. */
+  private earlier: BodyTail | null = null;
   /** True once a micro-batch answered this request. */
   private batchAnswered = false;
   route: Route | null = null;
@@ -645,9 +645,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private forward(att: Attempt, chunk: Buffer): void {
     // HOT
     this.rec.bytes += chunk.length;
-    this.tail0 = this.tail1;
-    this.tail1 = this.tail2;
-    this.tail2 = chunk;
+    const prev = this.newest;
+    if (prev !== null) (this.earlier ??= new BodyTail()).keep(prev);
+    this.newest = chunk;
     if (this.plug !== null) {
       this.plug.responseBody(att, chunk);
       return;
@@ -835,7 +835,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.batchAnswered = true;
     this.attempts = attempts;
     this.status = status;
-    this.tail2 = body;
+    this.newest = body;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     // No node saw the item (none could be picked): as for any request Sluice refuses that way.
@@ -1002,8 +1002,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const gate = this.gate;
     gate?.close(now);
     const answered = this.winner !== null || this.batchAnswered;
-    const used = answered ? parseUsageTokens(this.tail0, this.tail1, this.tail2) : -1;
-    this.tail0 = this.tail1 = this.tail2 = null;
+    const used = !answered
+      ? -1
+      : this.earlier !== null
+        ? this.earlier.tokens(this.newest)
+        : parseUsageTokens(null, null, this.newest);
+    this.newest = null;
+    this.earlier = null;
     const d = this.limit;
     if (d !== null) {
       const limiter = this.plan.tenants.limiter!;

@@ -1,7 +1,9 @@
 /**
- * Reads the token `usage` a node reported from the last chunks of its response (the end of a JSON
- * body, or the final SSE events of a stream with usage), without parsing or copying the body while
- * it streams. Used to reconcile a tenant's token pre-debit.
+ * Reads the token `usage` a node reported from the end of its response (the end of a JSON body, or
+ * the final SSE events of a stream with usage), without parsing the body while it streams. Used to
+ * reconcile a tenant's token pre-debit. The newest chunk is kept by reference; the bytes before it
+ * are copied into a small ring (`BodyTail`), so that keep-alive comments after the usage event or a
+ * usage event cut into many small reads are still read.
  */
 
 const USAGE = Buffer.from('"usage"');
@@ -12,6 +14,57 @@ const USAGE = Buffer.from('"usage"');
 const TOTAL = /"total_tokens"\s*:\s*(\d{1,9})(?![\d.eE])/;
 const PROMPT = /"prompt_tokens"\s*:\s*(\d{1,9})(?![\d.eE])/;
 const COMPLETION = /"completion_tokens"\s*:\s*(\d{1,9})(?![\d.eE])/;
+
+/**
+ * Bytes kept before a body's newest chunk. The usage event (about 200 bytes) may be followed by
+ * `data: [DONE]` and keep-alive comments, or cut into many reads by the hops before Sluice; a usage
+ * that ends more than this far before the newest chunk is not read.
+ */
+export const TAIL_BYTES = 2048;
+
+/**
+ * The last TAIL_BYTES bytes of a body before its newest chunk, copied into a ring as the body
+ * streams (created on a response's second chunk; a body of one chunk costs nothing).
+ */
+export class BodyTail {
+  private readonly ring = Buffer.allocUnsafe(TAIL_BYTES);
+  /** Where the next byte goes. */
+  private pos = 0;
+  /** Bytes held (TAIL_BYTES once the ring wrapped). */
+  private filled = 0;
+
+  /** Appends a chunk that is no longer the newest. */
+  keep(b: Buffer): void {
+    // HOT
+    const ring = this.ring;
+    const n = b.length;
+    if (n >= TAIL_BYTES) {
+      b.copy(ring, 0, n - TAIL_BYTES);
+      this.pos = 0;
+      this.filled = TAIL_BYTES;
+      return;
+    }
+    const first = Math.min(n, TAIL_BYTES - this.pos);
+    b.copy(ring, this.pos, 0, first);
+    if (first < n) b.copy(ring, 0, first);
+    this.pos = (this.pos + n) % TAIL_BYTES;
+    this.filled = Math.min(TAIL_BYTES, this.filled + n);
+  }
+
+  /** The kept bytes in two pieces, oldest first (the first is empty until the ring wrapped). */
+  parts(): [Buffer, Buffer] {
+    const ring = this.ring;
+    if (this.filled < TAIL_BYTES) return [ring.subarray(0, 0), ring.subarray(0, this.filled)];
+    // Wrapped: the oldest byte is at pos.
+    return [ring.subarray(this.pos), ring.subarray(0, this.pos)];
+  }
+
+  /** Total tokens of the last usage found in the kept bytes followed by `newest`; -1 for none. */
+  tokens(newest: Buffer | null): number {
+    const [older, old] = this.parts();
+    return parseUsageTokens(older, old, newest);
+  }
+}
 
 /** `usageAt` found no `"usage"` in its chunk. */
 const NOT_FOUND = -2;

@@ -12,6 +12,7 @@ import { nowMs } from '../lifecycle/clock.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
 import { hasNonAscii } from '../lifecycle/headers.js';
 import type { Session } from '../lifecycle/session.js';
+import { BodyTail } from '../lifecycle/usage-tail.js';
 import type { Pool } from '../pool/pool.js';
 import { PHASE_NAMES, Phase, type PhaseHooks, type PluginChain, type PreRouteHooks } from './plugin-chain.js';
 import { usageReport } from './usage-report.js';
@@ -124,9 +125,9 @@ export class PluginRun implements PluginRequest {
   /** The chunk the chunk hooks are transforming (null: the end). */
   private chunk: Buffer | null = null;
   private out: Buffer | null = null;
-  private tail0: Buffer | null = null;
-  private tail1: Buffer | null = null;
-  private tail2: Buffer | null = null;
+  /** The newest chunk and the bytes before it, for the onDone phase's usage (usage-tail.ts). */
+  private newest: Buffer | null = null;
+  private earlier: BodyTail | null = null;
   bytesOut = 0;
   ttfbMs = -1;
   errorCode: string | null = null;
@@ -250,9 +251,9 @@ export class PluginRun implements PluginRequest {
   private process(chunk: Buffer | null): boolean {
     // HOT
     if (chunk !== null && this.chain!.onDone.length > 0) {
-      this.tail0 = this.tail1;
-      this.tail1 = this.tail2;
-      this.tail2 = chunk;
+      const prev = this.newest;
+      if (prev !== null) (this.earlier ??= new BodyTail()).keep(prev);
+      this.newest = chunk;
     }
     const hooks = this.chain!.onResponseChunk;
     if (hooks.length === 0) {
@@ -554,7 +555,9 @@ export class PluginRun implements PluginRequest {
     return (this.doneMs < 0 ? nowMs() : this.doneMs) - this.s.startMs;
   }
   get usage(): Usage | null {
-    return usageReport(this.tail0, this.tail1, this.tail2);
+    if (this.earlier === null) return usageReport(null, null, this.newest);
+    const [older, old] = this.earlier.parts();
+    return usageReport(older, old, this.newest);
   }
 
   header(name: string): string | undefined {

@@ -5,7 +5,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseUsageTokens } from '../../proxy/lifecycle/usage-tail.js';
+import { BodyTail, parseUsageTokens, TAIL_BYTES } from '../../proxy/lifecycle/usage-tail.js';
 
 const b = (s: string): Buffer => Buffer.from(s, 'latin1');
 
@@ -65,5 +65,65 @@ describe('usage tail', () => {
       ),
       7,
     );
+  });
+});
+
+/** Streams `chunks` through a BodyTail as the session does and reads the usage at the end. */
+function streamed(chunks: readonly Buffer[]): number {
+  let tail: BodyTail | null = null;
+  let newest: Buffer | null = null;
+  for (const c of chunks) {
+    if (newest !== null) (tail ??= new BodyTail()).keep(newest);
+    newest = c;
+  }
+  return tail === null ? parseUsageTokens(null, null, newest) : tail.tokens(newest);
+}
+
+const USAGE_EVENT =
+  'data: {"id":"c","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":60,"total_tokens":100}}\n\n';
+
+describe('body tail', () => {
+  it('reads a usage event followed by keep-alive comments and [DONE] in chunks of their own', () => {
+    const pings = Array.from({ length: 12 }, () => b(': ping\n\n'));
+    assert.equal(
+      streamed([b('data: {"choices":[{"delta":{}}]}\n\n'), b(USAGE_EVENT), ...pings, b('data: [DONE]\n\n')]),
+      100,
+    );
+  });
+
+  it('reads a usage event cut into one-byte chunks', () => {
+    const bytes = [...b(`${USAGE_EVENT}data: [DONE]\n\n`)].map((x) => Buffer.from([x]));
+    assert.equal(streamed(bytes), 100);
+  });
+
+  it('reads the last usage when the ring wrapped, whatever the chunk sizes', () => {
+    const filler = b(`data: {"choices":[{"delta":{"content":"${'x'.repeat(300)}"}}]}\n\n`);
+    const early = b('data: {"choices":[],"usage":{"total_tokens":7}}\n\n');
+    for (const cut of [1, 7, 64, 333, TAIL_BYTES - 1, TAIL_BYTES, TAIL_BYTES + 5]) {
+      const body = Buffer.concat([
+        early,
+        filler,
+        filler,
+        filler,
+        b(USAGE_EVENT),
+        b(': ping\n\n'),
+        b('data: [DONE]\n\n'),
+      ]);
+      const chunks: Buffer[] = [];
+      for (let i = 0; i < body.length; i += cut) chunks.push(body.subarray(i, i + cut));
+      assert.equal(streamed(chunks), 100, `chunks of ${cut} bytes`);
+    }
+  });
+
+  it('keeps a bounded window: a usage more than TAIL_BYTES before the newest chunk is not read', () => {
+    const after = b(`: ${'p'.repeat(TAIL_BYTES)}\n\n`);
+    assert.equal(streamed([b(USAGE_EVENT), after, b('data: [DONE]\n\n')]), -1);
+    // The newest chunk is kept whole, beside the window.
+    assert.equal(streamed([b(USAGE_EVENT), b(': ping\n\n'), after]), 100);
+  });
+
+  it('reads a body of one chunk without a ring', () => {
+    assert.equal(streamed([b(USAGE_EVENT)]), 100);
+    assert.equal(streamed([b('{"ok":true}')]), -1);
   });
 });
