@@ -28,6 +28,7 @@ import { rateLimitHeaders, rateLimitMessage, retryAfterHeaders } from '../rateli
 import { estimateRequestTokens } from '../ratelimit/token-estimate.js';
 import { extractApiKey } from '../tenant/api-key.js';
 import type { Tenant } from '../tenant/tenant-table.js';
+import { endsWithDone } from './stream-end.js';
 import { BodyTail, parseUsageTokens } from './usage-tail.js';
 import type { BatchItemSink } from '../batch/batch-item.js';
 import { parseJsonBody } from './request-body.js';
@@ -641,6 +642,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.forward(att, chunk);
   }
 
+  /** True when the winner's stream reached the client up to a dispatched `data: [DONE]` (stream-end.ts). */
+  private streamAnswered(): boolean {
+    return this.sse && this.downstream.started && endsWithDone(this.earlier, this.newest);
+  }
+
   /** Sends a chunk of the winner downstream (through the plugins, if any). */
   private forward(att: Attempt, chunk: Buffer): void {
     // HOT
@@ -733,8 +739,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.finished || wasCancelled) return;
     const e = err instanceof SluiceError ? err : classifyUpstreamError(err);
     // Only the node's own failures count against it (not a request the client made unsendable),
-    // and a drained retryable answer was already counted at its head.
-    if (e.kind.source === 'upstream' && !att.discard) {
+    // and a drained retryable answer was already counted at its head; nor does a node that kept a
+    // stream open after its `[DONE]`.
+    if (e.kind.source === 'upstream' && !att.discard && !(att === this.winner && this.streamAnswered())) {
       att.node.failures++;
       this.pool!.state.health?.recordFailure(att.node, e.kind.code);
     }
@@ -942,6 +949,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    * truncated response rather than a short success.
    */
   private endAfterHead(e: SluiceError): void {
+    if (this.streamAnswered()) {
+      // The stream's last event was `[DONE]`: the node kept the body open (or broke it) after a
+      // complete answer, which ends as one rather than with an error event after `[DONE]`.
+      if (this.plug !== null) {
+        this.plug.responseBody(null, null);
+        return;
+      }
+      this.downstream.end();
+      this.finish();
+      return;
+    }
     if (this.plug !== null) this.plug.errorCode = e.kind.code;
     this.rec.errorCode = e.kind.code;
     if (!this.downstream.started || this.downstream.abandonHead()) {

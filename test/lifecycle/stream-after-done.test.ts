@@ -1,0 +1,89 @@
+/**
+ * A node that ends a stream's events with `data: [DONE]` and then keeps the body open (or breaks
+ * the connection) has answered: the client's stream ends after `[DONE]` without an error event,
+ * and the node is not charged a failure. A stream that stalls before `[DONE]` still ends with the
+ * error event. Against a scripted node over HTTP.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
+import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+
+const EVENT = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n';
+
+describe('a node that lingers after [DONE]', { timeout: 60_000 }, () => {
+  let node: Server | null = null;
+  let t: TestSluice | null = null;
+  const open = new Set<ServerResponse>();
+
+  before(async () => {
+    node = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        open.add(res);
+        res.on('close', () => open.delete(res));
+        const shape = req.headers['x-shape'];
+        if (shape === 'stall-before-done') {
+          res.write(EVENT);
+          return;
+        }
+        res.write(`${EVENT}${EVENT}data: [DONE]\n\n`);
+        if (shape === 'reset-after-done') setTimeout(() => res.socket?.destroy(), 50);
+        // 'linger': the body stays open until the test ends.
+      });
+    });
+    await new Promise<void>((r) => node!.listen(0, '127.0.0.1', r));
+    const addr = node.address();
+    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: gpu
+    nodes:
+      - url: ${url}
+    timeouts: { idle_ms: 300 }
+routes:
+  - name: chat
+    match: { path: /v1/chat/completions }
+    pool: gpu
+`);
+  });
+
+  after(async () => {
+    await t?.close();
+    for (const res of open) res.destroy();
+    await new Promise<void>((r) => (node === null ? r() : node.close(() => r())));
+  });
+
+  const gpu = (): UpstreamNode => t!.sluice.current.pools.get('gpu')!.members[0]!.node;
+
+  async function stream(shape: string): Promise<string> {
+    const res = await fetch(`${t!.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-shape': shape },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    assert.equal(res.status, 200);
+    return res.text();
+  }
+
+  for (const shape of ['linger', 'reset-after-done']) {
+    it(`ends the stream after [DONE] without an error event and charges the node nothing (${shape})`, async () => {
+      const failures = gpu().failures;
+      const text = await stream(shape);
+      assert.ok(
+        text.endsWith('data: [DONE]\n\n'),
+        `the stream ended with ${JSON.stringify(text.slice(-80))}`,
+      );
+      assert.doesNotMatch(text, /"error"/);
+      assert.equal(gpu().failures - failures, 0);
+    });
+  }
+
+  it('still ends a stream that stalls before [DONE] with the error event, charged to the node', async () => {
+    const failures = gpu().failures;
+    const text = await stream('stall-before-done');
+    assert.match(text, /upstream_idle_timeout/);
+    assert.equal(gpu().failures - failures, 1);
+  });
+});
