@@ -240,3 +240,15 @@ export function connectionTokens(value: string | string[] | undefined): Set<stri
   }
   return names.size > 0 ? names : null;
 }
+
+const EVENT_STREAM = 'text/event-stream';
+
+/** True for a `Content-Type` of an SSE stream; media types are case-insensitive (RFC 9110 §8.3.1). */
+export function isEventStream(contentType: string): boolean {
+  // HOT
+  if (contentType.startsWith(EVENT_STREAM)) return true;
+  return (
+    contentType.length >= EVENT_STREAM.length &&
+    contentType.slice(0, EVENT_STREAM.length).toLowerCase() === EVENT_STREAM
+  );
+}

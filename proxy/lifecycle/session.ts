@@ -18,7 +18,7 @@ import { Attempt } from './attempt.js';
 import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
-import { plainTransferCoding, readResponseHead, type ResponseHead } from './headers.js';
+import { isEventStream, plainTransferCoding, readResponseHead, type ResponseHead } from './headers.js';
 import { HeldHead } from './held-head.js';
 import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
@@ -585,7 +585,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (att.retryPlanned) this.clearHedgeTimer();
       return;
     }
-    const sse = head.contentType.startsWith('text/event-stream');
+    const sse = isEventStream(head.contentType);
     if (bit === 0) {
       recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
       // A stream's head comes before its prefill: its sample is its first event (firstTokenSample).
@@ -609,7 +609,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const ttfb = att.headMs - att.startMs;
     this.route!.stats.ttfb.recordMs(ttfb);
     this.rec.onHead(this, att.node, ttfb);
-    this.sse = head.contentType.startsWith('text/event-stream');
+    this.sse = isEventStream(head.contentType);
     const length = head.contentLength !== '' && !this.sse ? Number(head.contentLength) : -1;
     // An answer to the client's HEAD has no body either: the downstream knows the client's method
     // (a plugin may forward another) and applies it to every answer it writes.

@@ -10,7 +10,7 @@ import type { PhaseName, PluginRequest, Usage } from '../../plugins/api.js';
 import type { Attempt } from '../lifecycle/attempt.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
-import { hasNonAscii } from '../lifecycle/headers.js';
+import { hasNonAscii, isEventStream } from '../lifecycle/headers.js';
 import type { Session } from '../lifecycle/session.js';
 import { BodyTail } from '../lifecycle/usage-tail.js';
 import type { Pool } from '../pool/pool.js';
@@ -223,7 +223,7 @@ export class PluginRun implements PluginRequest {
     this.respNoBody = noBody;
     this.respBinary = binary;
     this.respLength = this.chain!.onResponseChunk.length > 0 ? -1 : length;
-    this.sse = (getFlat(headers, 'content-type') ?? '').startsWith('text/event-stream');
+    this.sse = isEventStream(getFlat(headers, 'content-type') ?? '');
     this.ttfbMs = nowMs() - this.s.startMs;
     const hooks = this.chain!.onResponseHead;
     if (hooks.length === 0) {

@@ -2,7 +2,7 @@
  * A node that ends a stream's events with `data: [DONE]` and then keeps the body open (or breaks
  * the connection) has answered: the client's stream ends after `[DONE]` without an error event,
  * and the node is not charged a failure. A stream that stalls before `[DONE]` still ends with the
- * error event. Against a scripted node over HTTP.
+ * error event, also when the node names its type in upper case. Against a scripted node over HTTP.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,11 +21,14 @@ describe('a node that lingers after [DONE]', { timeout: 60_000 }, () => {
     node = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const shape = req.headers['x-shape'];
+        // Media types are case-insensitive: a stream is a stream whatever the case of its type.
+        res.writeHead(200, {
+          'content-type': shape === 'upper-case-stall' ? 'Text/Event-Stream' : 'text/event-stream',
+        });
         open.add(res);
         res.on('close', () => open.delete(res));
-        const shape = req.headers['x-shape'];
-        if (shape === 'stall-before-done') {
+        if (shape === 'stall-before-done' || shape === 'upper-case-stall') {
           res.write(EVENT);
           return;
         }
@@ -80,10 +83,12 @@ routes:
     });
   }
 
-  it('still ends a stream that stalls before [DONE] with the error event, charged to the node', async () => {
-    const failures = gpu().failures;
-    const text = await stream('stall-before-done');
-    assert.match(text, /upstream_idle_timeout/);
-    assert.equal(gpu().failures - failures, 1);
-  });
+  for (const shape of ['stall-before-done', 'upper-case-stall']) {
+    it(`still ends a stream that stalls before [DONE] with the error event, charged to the node (${shape})`, async () => {
+      const failures = gpu().failures;
+      const text = await stream(shape);
+      assert.match(text, /\n\ndata: \{"error":.*upstream_idle_timeout/);
+      assert.equal(gpu().failures - failures, 1);
+    });
+  }
 });
