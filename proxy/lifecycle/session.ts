@@ -193,6 +193,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     return this.parsed;
   }
 
+  /**
+   * True when the request has a body that does not parse as JSON and is not a form upload
+   * (multipart or URL-encoded bodies carry no JSON to count).
+   */
+  private unreadableBody(): boolean {
+    const body = this.body;
+    if (body === null || body.length === 0 || this.json() !== null) return false;
+    const type = (this.header('content-type') ?? '').toLowerCase();
+    return !type.startsWith('multipart/') && !type.startsWith('application/x-www-form-urlencoded');
+  }
+
   /** The body's JSON `model` field, or null. */
   model(): string | null {
     const v = this.json();
@@ -280,6 +291,15 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (!this.useTenant(t)) return;
       const limits = tp.limits[t.index];
       if (tp.limiter !== null && limits !== undefined) {
+        if (this.unreadableBody()) {
+          // Its tokens and model cannot be counted, while a node may well read it (NaN, UTF-16):
+          // forwarding it uncharged would let a limited tenant past its token and model limits.
+          this.fail(
+            Errors.invalidRequest,
+            'The request body is not valid JSON. Send a JSON object encoded in UTF-8 (no NaN or Infinity).',
+          );
+          return;
+        }
         const e = estimateRequestTokens(this.json(), tp.defaultMaxTokens);
         const d = tp.limiter.check(limits, this.model(), e.prompt + e.maxTokens);
         if (d instanceof Promise) {

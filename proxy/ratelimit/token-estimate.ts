@@ -46,10 +46,11 @@ export function estimateRequestTokens(body: unknown, defaultMaxTokens = DEFAULT_
     textUnits(b['prompt'], 0) +
     textUnits(b['input'], 0) +
     textUnits(b['instructions'], 0);
+  // A 0 is no cap to the servers (`max_completion_tokens or max_tokens` in SGLang): it reads as absent.
   const explicit =
-    wholeCount(b['max_completion_tokens']) ??
-    wholeCount(b['max_tokens']) ??
-    wholeCount(b['max_output_tokens']);
+    positiveCount(b['max_completion_tokens']) ??
+    positiveCount(b['max_tokens']) ??
+    positiveCount(b['max_output_tokens']);
   let maxTokens = explicit ?? (generates ? defaultMaxTokens : 0);
   const n = wholeCount(b['n']);
   if (n !== null && n > 1) maxTokens *= n;
@@ -99,6 +100,11 @@ function textUnits(v: unknown, depth: number): number {
 /** A finite non-negative number, rounded up; else null. */
 function wholeCount(v: unknown): number | null {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.ceil(v) : null;
+}
+
+function positiveCount(v: unknown): number | null {
+  const c = wholeCount(v);
+  return c !== null && c > 0 ? c : null;
 }
 
 function nonNegative(v: unknown): number | null {

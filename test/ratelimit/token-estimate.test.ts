@@ -53,6 +53,12 @@ describe('token estimate', () => {
     assert.equal(estimateRequestTokens({ prompt: 'hi', max_tokens: 'many' }, 256).maxTokens, 256);
   });
 
+  it('reads a maximum of 0 as absent, as the servers do (no cap), not as a free request', () => {
+    const e = estimateRequestTokens({ messages: [], max_completion_tokens: 0, max_tokens: 5000 });
+    assert.equal(e.maxTokens, 5000);
+    assert.equal(estimateRequestTokens({ prompt: 'hi', max_tokens: 0 }, 256).maxTokens, 256);
+  });
+
   it('counts completion prompts given as strings, string arrays or token ids', () => {
     assert.equal(estimateRequestTokens({ prompt: 'abcdefgh' }).prompt, 2);
     assert.equal(estimateRequestTokens({ prompt: ['abcd', 'efgh', 'i'] }).prompt, 3);

@@ -1,0 +1,105 @@
+/**
+ * A limited tenant cannot pass its token and model limits with a body Sluice cannot read but a
+ * node can (Python servers accept a UTF-8 byte order mark, NaN and UTF-16): a byte order mark is
+ * read past and charged like the plain body; other bodies that are not JSON are refused with 400,
+ * except form uploads. Against a scripted node over HTTP that answers every request.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+
+const KEY = 'sk-unreadable-0000000000000000000';
+const ANSWER = JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
+
+describe('bodies a limited tenant sends that Sluice cannot read', { timeout: 60_000 }, () => {
+  let node: Server | null = null;
+  let served = 0;
+  let t: TestSluice | null = null;
+
+  before(async () => {
+    node = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        served++;
+        // No usage: the tenant keeps the pre-debit.
+        res.writeHead(200, { 'content-type': 'application/json' }).end(ANSWER);
+      });
+    });
+    await new Promise<void>((r) => node!.listen(0, '127.0.0.1', r));
+    const addr = node.address();
+    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+    const sha = createHash('sha256').update(KEY).digest('hex');
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: gpu
+    nodes:
+      - url: ${url}
+routes:
+  - name: chat
+    match: { path_prefix: /v1/ }
+    pool: gpu
+tenants:
+  - name: a
+    keys: [{ sha256: ${sha} }]
+    limits: { tokens_per_minute: 1000 }
+`);
+  });
+
+  after(async () => {
+    await t?.close();
+    await new Promise<void>((r) => (node === null ? r() : node.close(() => r())));
+  });
+
+  function post(
+    body: Buffer | string,
+    type = 'application/json',
+    path = '/v1/chat/completions',
+  ): Promise<Response> {
+    return fetch(`${t!.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': type, authorization: `Bearer ${KEY}` },
+      body,
+    });
+  }
+
+  const chat = (extra: string): string =>
+    `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":900${extra}}`;
+
+  it('charges a body with a UTF-8 byte order mark like the same body without it', async () => {
+    const bom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(chat(''))]);
+    const first = await post(bom);
+    assert.equal(first.status, 200, await first.text());
+    // 900 of the 1,000 tokens a minute are taken: a second such request does not fit.
+    const second = await post(bom);
+    assert.equal(second.status, 429, await second.text());
+    assert.equal(second.headers.get('x-ratelimit-limit-tokens'), '1000');
+  });
+
+  for (const [what, body] of [
+    ['NaN', Buffer.from(chat(',"temperature":NaN'))],
+    ['UTF-16', Buffer.from(`\ufeff${chat('')}`, 'utf16le')],
+    ['a cut document', Buffer.from(chat('').slice(0, 40))],
+  ] as const) {
+    it(`refuses a body that is not JSON (${what}) with 400 before any node sees it`, async () => {
+      const before = served;
+      const res = await post(body);
+      assert.equal(res.status, 400);
+      const err = (await res.json()) as { error: { type: string; message: string } };
+      assert.equal(err.error.type, 'invalid_request_error');
+      assert.match(err.error.message, /not valid JSON/);
+      assert.equal(served, before);
+    });
+  }
+
+  it('forwards a form upload, which carries no JSON to count', async () => {
+    const before = served;
+    const res = await post(
+      '--b\r\nContent-Disposition: form-data; name="x"\r\n\r\n1\r\n--b--\r\n',
+      'multipart/form-data; boundary=b',
+      '/v1/audio/transcriptions',
+    );
+    assert.equal(res.status, 200, await res.text());
+    assert.equal(served, before + 1);
+  });
+});
