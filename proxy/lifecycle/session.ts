@@ -1053,7 +1053,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       // No node answered (never dispatched, or every attempt failed): charge nothing.
       if (!answered) limiter.refund(d);
       else {
+        // The node's usage, else nothing for an error answer (a 4xx or 5xx generated nothing to
+        // charge for); a success without usage keeps its estimate.
         if (used >= 0) limiter.reconcile(d, used);
+        else if (this.status >= 400) limiter.reconcile(d, 0);
         limiter.release(d);
       }
     }

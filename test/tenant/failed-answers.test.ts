@@ -1,0 +1,81 @@
+/**
+ * A tenant is not charged tokens for a node's error answer (a 400 such as "context length exceeded",
+ * a 500) that reports no usage: the pre-debit is given back, so a failing fleet does not use up a
+ * tenant's budget. A success without usage keeps its estimate. Against a scripted node over HTTP.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+
+const KEY = 'sk-failed-answers-000000000000000';
+
+describe('token charges of error answers', { timeout: 60_000 }, () => {
+  let node: Server | null = null;
+  let t: TestSluice | null = null;
+
+  before(async () => {
+    node = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const status = Number(req.headers['x-status'] ?? 200);
+        const body =
+          status === 200
+            ? { id: 'x', object: 'chat.completion', choices: [] }
+            : { error: { message: 'failed', type: 'invalid_request_error', code: null } };
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      });
+    });
+    await new Promise<void>((r) => node!.listen(0, '127.0.0.1', r));
+    const addr = node.address();
+    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+    const sha = createHash('sha256').update(KEY).digest('hex');
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: gpu
+    nodes:
+      - url: ${url}
+routes:
+  - name: chat
+    match: { path: /v1/chat/completions }
+    pool: gpu
+    retries: { max: 0 }
+tenants:
+  - name: a
+    keys: [{ sha256: ${sha} }]
+    limits: { tokens_per_minute: 1000 }
+`);
+  });
+
+  after(async () => {
+    await t?.close();
+    await new Promise<void>((r) => (node === null ? r() : node.close(() => r())));
+  });
+
+  function chat(status: number): Promise<Response> {
+    return fetch(`${t!.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${KEY}`,
+        'x-status': String(status),
+      },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 400 }),
+    });
+  }
+
+  it('gives back the pre-debit of 4xx and 5xx answers without usage, and keeps that of a success', async () => {
+    // Four error answers of 400 estimated tokens each: 1,600 tokens, more than the 1,000 a minute.
+    for (const status of [400, 500, 400, 500]) {
+      const res = await chat(status);
+      const text = await res.text();
+      assert.equal(res.status, status, `the earlier error answers were charged: ${text}`);
+    }
+    const ok = await chat(200);
+    assert.equal(ok.status, 200);
+    await ok.arrayBuffer();
+    // The success keeps its 400-odd tokens: the next request no longer fits beside another.
+    const left = Number((await chat(200)).headers.get('x-ratelimit-remaining-tokens'));
+    assert.ok(left < 250, `${left} tokens left after two charged successes`);
+  });
+});
