@@ -138,8 +138,9 @@ export class Sluice {
   /** Overload protection (`server.overload`), null while it is off. */
   overload: OverloadMonitor | null = null;
   private reloading: Promise<ReloadResult> | null = null;
-  private reloadAgain = false;
-  private reloadAgainFromWatch = false;
+  /** The reload that runs once `reloading` ends, shared by the calls that came meanwhile. */
+  private queuedReload: Promise<ReloadResult> | null = null;
+  private queuedFromWatch = false;
 
   constructor(configPath: string, log: Logger) {
     this.configPath = configPath;
@@ -403,27 +404,38 @@ export class Sluice {
 
   /**
    * Re-reads the config file and swaps in a new plan if it is valid and different. Requests in
-   * flight finish on the plan they started with. Concurrent calls share one reload; a call that
-   * arrives during a reload triggers one more afterwards (the file may have changed again).
+   * flight finish on the plan they started with. A call during a reload gets the result of one more
+   * reload that starts when it ends (the file may have changed since that one read it), shared by
+   * every call that came meanwhile: an operator's `POST /admin/reload` answers for the file as it
+   * was when asked, never for an older read of it.
    * `fromWatch` (a file-system event, not an operator) waits until the file stops changing, so a
    * file caught half-written is never applied.
    */
   reload(fromWatch = false): Promise<ReloadResult> {
-    if (this.reloading !== null) {
-      this.reloadAgain = true;
-      this.reloadAgainFromWatch ||= fromWatch;
-      return this.reloading;
+    if (this.queuedReload !== null) {
+      this.queuedFromWatch ||= fromWatch;
+      return this.queuedReload;
     }
-    this.reloading = this.doReload(fromWatch).finally(() => {
-      this.reloading = null;
-      if (this.reloadAgain) {
-        const watched = this.reloadAgainFromWatch;
-        this.reloadAgain = false;
-        this.reloadAgainFromWatch = false;
-        void this.reload(watched);
-      }
+    const running = this.reloading;
+    if (running === null) return this.startReload(fromWatch);
+    this.queuedFromWatch = fromWatch;
+    const next = (): Promise<ReloadResult> => {
+      const watched = this.queuedFromWatch;
+      this.queuedFromWatch = false;
+      const p = this.startReload(watched);
+      this.queuedReload = null;
+      return p;
+    };
+    this.queuedReload = running.then(next, next);
+    return this.queuedReload;
+  }
+
+  private startReload(fromWatch: boolean): Promise<ReloadResult> {
+    const p = this.doReload(fromWatch).finally(() => {
+      if (this.reloading === p) this.reloading = null;
     });
-    return this.reloading;
+    this.reloading = p;
+    return p;
   }
 
   private async doReload(fromWatch: boolean): Promise<ReloadResult> {

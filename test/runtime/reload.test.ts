@@ -6,6 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { basicConfig, startTestSluice, waitFor } from '../helpers/sluice.js';
@@ -171,6 +172,39 @@ describe('config reload', () => {
       assert.deepEqual(failures, []);
       assert.ok(reloads >= 10, `only ${reloads} reloads`);
       assert.ok(ok > 100, `only ${ok} requests completed`);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('answers a reload asked for during another with the result for the file as it was when asked', async () => {
+    // A plugin whose module takes 600 ms to load makes the first reload slow.
+    const slowPlugin = (dir: string): string => join(dir, 'slow-plugin.mjs');
+    const t = await startTestSluice(basicConfig([fleet.urls[0]!]), {
+      before: (dir) =>
+        writeFile(
+          slowPlugin(dir),
+          `await new Promise((r) => setTimeout(r, 600));
+export default { name: 'slow', version: '0.0.1', create() { return {}; } };
+`,
+        ),
+    });
+    try {
+      const plugin = slowPlugin(dirname(t.configPath));
+      await writeFile(
+        t.configPath,
+        basicConfig([fleet.urls[1]!], `plugins:\n  - name: slow\n    use: ${plugin}\n`),
+      );
+      const first = t.sluice.reload();
+      await new Promise((r) => setTimeout(r, 100));
+      // Written while the first reload still loads its plugin: this call must answer for it.
+      await writeFile(t.configPath, basicConfig([fleet.urls[0]!]).replace('pool: gpu', 'pool: gpux'));
+      const second = t.sluice.reload();
+      const [a, b] = await Promise.all([first, second]);
+      assert.equal(a.result, 'applied');
+      assert.equal(b.result, 'rejected', JSON.stringify(b));
+      assert.match(b.errors.join('\n'), /unknown pool "gpux"/);
+      assert.equal(t.sluice.current.version, 2, 'the first file serves');
     } finally {
       await t.close();
     }
