@@ -217,8 +217,10 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     this.advance();
   }
 
-  destroy(): void {
-    this.socket.destroy();
+  /** Closes the connection now; `reset` sends a TCP reset (a cut the client must not take for an end). */
+  destroy(reset = false): void {
+    if (reset) this.socket.resetAndDestroy();
+    else this.socket.destroy();
   }
 
   /** Retires answered exchanges from the front and lets the next one write. */

@@ -26,8 +26,8 @@ export interface ExchangeConnection {
   full(ex: NetExchange): boolean;
   /** `ex`'s response is complete (all its bytes were given to `send`). */
   complete(ex: NetExchange): void;
-  /** Closes the connection at once (a response that cannot be finished). */
-  destroy(): void;
+  /** Closes the connection at once (a response that cannot be finished); `reset` with a TCP reset. */
+  destroy(reset?: boolean): void;
   /** True when `ex` is the last response before the connection closes (draining, `Connection: close`). */
   closesAfter(ex: NetExchange): boolean;
 }
@@ -228,7 +228,9 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
     // Marked aborted first: the connection's close must not report a client abort for this one.
     this.aborted = true;
     this.done = true;
-    this.conn.destroy();
+    // A body that ends with the connection (HTTP/1.0) reads as complete at a plain close: the
+    // connection is reset instead, so the client sees the cut.
+    this.conn.destroy(this.closeDelimited);
   }
 
   /** The connection can take bytes again: a blocked writer may go on. */
