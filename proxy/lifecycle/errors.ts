@@ -115,6 +115,13 @@ export const Errors = {
   ),
   rateLimitRequests: kind('SLUICE_RATELIMIT_REQUESTS', 'downstream', 429, 'requests', 'rate_limit_exceeded'),
   rateLimitTokens: kind('SLUICE_RATELIMIT_TOKENS', 'downstream', 429, 'tokens', 'rate_limit_exceeded'),
+  rateLimitConcurrency: kind(
+    'SLUICE_RATELIMIT_CONCURRENCY',
+    'downstream',
+    429,
+    'requests',
+    'rate_limit_exceeded',
+  ),
   rateLimitUnavailable: kind(
     'SLUICE_RATELIMIT_UNAVAILABLE',
     'internal',

@@ -350,7 +350,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
           ? Errors.rateLimitTokens
           : d.reason === 'unavailable'
             ? Errors.rateLimitUnavailable
-            : Errors.rateLimitRequests;
+            : d.reason === 'concurrency'
+              ? Errors.rateLimitConcurrency
+              : Errors.rateLimitRequests;
       this.rec.onRefused(this, rateLimitRefusal(d.reason), kind.id);
       this.fail(kind, rateLimitMessage(d), rateLimitHeaders(d));
       return false;

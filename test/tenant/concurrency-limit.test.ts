@@ -56,6 +56,11 @@ describe('per-tenant concurrency limit', () => {
     const body = (await over.json()) as { error: { code: string; message: string } };
     assert.equal(body.error.code, 'rate_limit_exceeded');
     assert.match(body.error.message, /concurrent/);
+    // No bucket was read for it: no x-ratelimit-* headers, and counted under its own error id.
+    assert.equal(over.headers.get('x-ratelimit-limit-requests'), null);
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+    assert.match(metrics, /sluice_downstream_rejected_total\{code="SLUICE_RATELIMIT_CONCURRENCY"\} 1\n/);
+    assert.doesNotMatch(metrics, /code="SLUICE_RATELIMIT_REQUESTS"/);
 
     abort.abort();
     await cut.body?.cancel().catch(() => undefined);
