@@ -118,8 +118,8 @@ export class AdmissionController {
    * tenants (see `shareScale`). A tenant is under its share while `inFlight < scale × weight`.
    */
   private scale = Infinity;
-  /** `underShare` bound once (the queue calls it back). */
-  private readonly eligible: (tenant: string) => boolean;
+  /** `shareUsed` bound once (the queue calls it back). */
+  private readonly shareUsedFn: (tenant: string) => number;
 
   constructor(options: AdmissionOptions = {}) {
     this.maxQueue = options.maxQueue ?? 1024;
@@ -135,7 +135,7 @@ export class AdmissionController {
     this.reservePerNode = options.reservePerNode ?? 0;
     this.reserveWindowMs = options.reserveWindowMs ?? 2000;
     this.nodes = options.nodes ?? 1;
-    this.eligible = (tenant) => this.underShare(tenant);
+    this.shareUsedFn = (tenant) => this.shareUsed(tenant);
     const a = options.adaptive ?? null;
     this.adaptiveMaxFixed = a?.maxLimit !== undefined;
     this.adaptive = a === null ? null : new AdaptiveLimit({ ...a, maxLimit: a.maxLimit ?? this.capacity });
@@ -326,7 +326,7 @@ export class AdmissionController {
             this.scale = this.shareScale(this.clock());
             scaled = true;
           }
-          e = this.queue.popEligible(this.eligible);
+          e = this.queue.popNeediest(this.shareUsedFn);
         } else {
           e = this.queue.pop();
         }
@@ -414,8 +414,13 @@ export class AdmissionController {
 
   /** True when `tenant` holds fewer slots than its weighted share at the current `scale`. */
   private underShare(tenant: string): boolean {
+    return this.shareUsed(tenant) < 1;
+  }
+
+  /** The part of its weighted share at the current `scale` that `tenant` holds (under 1: under it). */
+  private shareUsed(tenant: string): number {
     const u = this.use.get(tenant);
-    return u === undefined || u.inFlight < this.scale * u.weight;
+    return u === undefined ? 0 : u.inFlight / (this.scale * u.weight);
   }
 
   /** Marks a tenant active now; returns its record. */

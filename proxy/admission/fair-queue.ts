@@ -142,23 +142,30 @@ export class FairQueue {
   }
 
   /**
-   * Removes and returns the head of the first backlogged tenant, in round-robin order from the
-   * current one, that `eligible` accepts; null when none does. Deficits are left as they are: this
-   * serves the reserved slots, which only tenants under their fair share may take.
+   * Removes and returns the head of the backlogged tenant furthest below its fair share: the
+   * lowest `shareUsed` (the part of its share a tenant holds) under 1, the first in round-robin
+   * order from the current one among equals; null when every tenant is at its share. Deficits are
+   * left as they are: this serves the reserved slots, which only tenants under their share may
+   * take, and a tenant just under its share must not take them all from one further below it.
    */
-  popEligible(eligible: (tenant: string) => boolean): QueueEntry | null {
+  popNeediest(shareUsed: (tenant: string) => number): QueueEntry | null {
     const start = this.current;
     if (start === null) return null;
+    let best: TenantQueue | null = null;
+    let least = 1;
     let q = start;
     do {
-      if (eligible(q.tenant)) {
-        const head = q.head!;
-        this.remove(head);
-        return head;
+      const used = shareUsed(q.tenant);
+      if (used < least) {
+        least = used;
+        best = q;
       }
       q = q.ringNext!;
     } while (q !== start);
-    return null;
+    if (best === null) return null;
+    const head = best.head!;
+    this.remove(head);
+    return head;
   }
 
   /** The backlogged tenant with the largest `size / weight`, or null when empty. */

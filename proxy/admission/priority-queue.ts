@@ -44,13 +44,16 @@ export class PriorityQueue {
     return null;
   }
 
-  /** Like `pop`, but only from tenants `eligible` accepts (highest class first); null when none. */
-  popEligible(eligible: (tenant: string) => boolean): QueueEntry | null {
+  /**
+   * Like `pop`, but from the tenant furthest below its share (`FairQueue.popNeediest`), highest
+   * class first; null when every queued tenant is at its share.
+   */
+  popNeediest(shareUsed: (tenant: string) => number): QueueEntry | null {
     const classes = this.classes;
     for (let i = 0; i < classes.length; i++) {
       const c = classes[i]!;
       if (c.size === 0) continue;
-      const e = c.popEligible(eligible);
+      const e = c.popNeediest(shareUsed);
       if (e !== null) {
         this.size--;
         return e;

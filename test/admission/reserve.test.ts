@@ -102,6 +102,32 @@ describe('admission reserve for tenants under their share', () => {
     assert.equal(c.inFlight, 8, 'light idle for longer than the new window: heavy fills every slot');
   });
 
+  it('gives a freed reserved slot to the tenant furthest below its share, not to one just under it', () => {
+    // Two slots, one reserved; heavy (weight 2) has a share of 1.33 slots, light (weight 1) 0.67.
+    const clock = new ManualClock();
+    const c = new AdmissionController({
+      maxInFlightPerNode: 2,
+      nodes: 1,
+      maxQueue: 100,
+      maxWaitMs: 60_000,
+      reservePerNode: 1,
+      reserveWindowMs: 2000,
+      timers: false,
+      clock: clock.now,
+    });
+    const heavy = Array.from({ length: 12 }, () => new TestTicket('heavy', { weight: 2 }));
+    for (const t of heavy) c.offer(t);
+    assert.equal(c.inFlight, 2, 'heavy alone uses both slots');
+    clock.t += 10;
+    const light = new TestTicket('light', { weight: 1 });
+    assert.equal(c.offer(light), 'queued');
+    // Heavy's first request ends: the freed slot is in the reserve, and both tenants are under their
+    // share (heavy holds 1 of 1.33, light 0 of 0.67). Light, further below, gets it.
+    c.release(heavy[0]!);
+    assert.equal(light.admittedCalls, 1, "light waited behind heavy's backlog");
+    assert.equal(c.inFlight, 2);
+  });
+
   it('behaves as before when the reserve is 0', () => {
     const { c } = controller(0);
     c.offer(new TestTicket('light'));
