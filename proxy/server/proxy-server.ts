@@ -14,6 +14,7 @@ import {
   type TemplatedApp,
   type us_listen_socket,
 } from 'uWebSockets.js';
+import * as uws from 'uWebSockets.js';
 import type { ListenerConfig } from '../../config/types.js';
 import type { Session, SessionHost } from '../lifecycle/session.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
@@ -34,6 +35,33 @@ export interface BoundListener {
   readonly address: string;
   /** The port actually bound (differs from the config when it said 0). */
   readonly port: number;
+}
+
+/**
+ * uWS's listen option that binds without `SO_REUSEPORT`. uWS sets `SO_REUSEPORT` by default, so a
+ * second process bound to the same port would silently take part of the traffic instead of failing
+ * to start. The native module exports it, its typings do not; a build without it fails here, at
+ * load, rather than falling back to a shared port.
+ */
+const LISTEN_EXCLUSIVE_PORT = exclusivePortOption();
+
+function exclusivePortOption(): number {
+  const v = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: unknown }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+  if (typeof v !== 'number')
+    throw new Error(
+      'uWebSockets.js does not export LIBUS_LISTEN_EXCLUSIVE_PORT: cannot bind a listener exclusively',
+    );
+  return v;
+}
+
+/** uWS's listen with a host and options: in the native module, not in its typings. */
+interface ListenWithOptions {
+  listen(
+    host: string,
+    port: number,
+    options: number,
+    cb: (socket: us_listen_socket | false) => void,
+  ): TemplatedApp;
 }
 
 /** How long the drain waits with nothing in flight before it closes the connections, ms. */
@@ -112,19 +140,25 @@ export class ProxyServer implements SessionHost {
       // Held before binding, so that a failed bind still closes its apps (closeNow).
       this.listeners.push(state);
       await new Promise<void>((resolve, reject) => {
-        app.listen(config.address, config.port, (socket) => {
-          if (!socket) {
-            reject(
-              new Error(
-                `listener ${config.name}: cannot bind ${config.address}:${config.port} (address in use or not permitted)`,
-              ),
-            );
-            return;
-          }
-          state.socket = socket;
-          state.port = us_socket_local_port(socket);
-          resolve();
-        });
+        // Exclusive: a port another process holds is a startup error (see LISTEN_EXCLUSIVE_PORT).
+        (app as unknown as ListenWithOptions).listen(
+          config.address,
+          config.port,
+          LISTEN_EXCLUSIVE_PORT,
+          (socket) => {
+            if (!socket) {
+              reject(
+                new Error(
+                  `listener ${config.name}: cannot bind ${config.address}:${config.port} (address in use or not permitted)`,
+                ),
+              );
+              return;
+            }
+            state.socket = socket;
+            state.port = us_socket_local_port(socket);
+            resolve();
+          },
+        );
       });
     }
     return this.bound();

@@ -1,9 +1,9 @@
 /**
  * A uWS TLS listener whose certificate can be replaced without closing a connection. uWS cannot
  * change the certificate of a running SSL app, removing a server name while its connections live
- * crashes the process, and this build cannot bind a second socket to the port; so the listening
- * socket belongs to an acceptor app that hands each accepted socket, before any handshake, to a
- * TLS child app. A new certificate is a new child; the old child keeps the connections it has until
+ * crashes the process, and the port is bound exclusively (no second socket can join it, see
+ * `proxy-server.ts`); so the listening socket belongs to an acceptor app that hands each accepted
+ * socket, before any handshake, to a TLS child app. A new certificate is a new child; the old child keeps the connections it has until
  * they close, then is closed. The listening socket never closes.
  *
  * ```

@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { basicConfig, waitFor } from '../helpers/sluice.js';
+import { freePort } from '../../loadtest/env/free-port.js';
+import { basicConfig, startTestSluice, waitFor } from '../helpers/sluice.js';
 
 const bin = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'sluice.js');
 
@@ -28,6 +29,17 @@ function run(args: string[]): Proc {
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, out: () => out, exit };
+}
+
+/** The exit code, or 'still running' when the process has not exited within `ms`. */
+async function exitWithin(p: Proc, ms: number): Promise<number | null | 'still running'> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'still running'>((r) => (timer = setTimeout(r, ms, 'still running')));
+  try {
+    return await Promise.race([p.exit, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 describe('sluice serve', () => {
@@ -117,6 +129,27 @@ describe('sluice serve', () => {
     const p = run(['serve', '--config', config]);
     assert.equal(await p.exit, 1);
     assert.match(p.out(), /bad\.yaml:\d+:\d+/);
+  });
+
+  it('exits 1 naming the listener when its port is held by another Sluice', async () => {
+    // A configured port, not 0: uWS sets SO_REUSEPORT only on a socket bound to a given port.
+    const port = await freePort();
+    const first = await startTestSluice(basicConfig([fleet.urls[0]!]).replace('port: 0', `port: ${port}`));
+    const config = join(dir, 'taken.yaml');
+    await writeFile(config, basicConfig([fleet.urls[0]!]).replace('port: 0', `port: ${port}`));
+    const p = run(['serve', '--config', config, '--no-watch']);
+    try {
+      assert.equal(await exitWithin(p, 10_000), 1, p.out());
+      assert.match(
+        p.out(),
+        new RegExp(
+          `listener public: cannot bind 127\\.0\\.0\\.1:${port} \\(address in use or not permitted\\)`,
+        ),
+      );
+    } finally {
+      p.child.kill('SIGKILL');
+      await first.close();
+    }
   });
 
   it('exits 2 with usage for an unknown command', async () => {
