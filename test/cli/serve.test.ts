@@ -1,46 +1,18 @@
 /**
- * `sluice serve` as a real process: it prints where to send traffic, reloads on SIGHUP, and on
- * SIGTERM finishes in-flight requests, refuses new connections and exits 0.
+ * `sluice serve` as a real process: it prints where to send traffic, reloads on SIGHUP, on SIGTERM
+ * finishes in-flight requests, refuses new connections and exits 0, and it refuses to start on a
+ * port another instance holds.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { freePort } from '../../loadtest/env/free-port.js';
 import { basicConfig, startTestSluice, waitFor } from '../helpers/sluice.js';
-
-const bin = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'sluice.js');
-
-interface Proc {
-  child: ChildProcess;
-  out: () => string;
-  exit: Promise<number | null>;
-}
-
-function run(args: string[]): Proc {
-  const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, out: () => out, exit };
-}
-
-/** The exit code, or 'still running' when the process has not exited within `ms`. */
-async function exitWithin(p: Proc, ms: number): Promise<number | null | 'still running'> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'still running'>((r) => (timer = setTimeout(r, ms, 'still running')));
-  try {
-    return await Promise.race([p.exit, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+import { exitWithin, runSluice as run } from '../helpers/sluice-cli.js';
 
 describe('sluice serve', () => {
   let fleet: SimFleet;
