@@ -1,11 +1,16 @@
 /**
  * `sluice serve`: starts Sluice from a config file and wires the process signals: SIGHUP reloads,
- * SIGTERM and SIGINT drain in-flight requests (up to `server.drain_timeout_ms`) and exit 0.
+ * SIGTERM and SIGINT drain in-flight requests (up to `server.drain_timeout_ms`) and exit 0. Once
+ * the drain has begun, further SIGTERM, SIGINT and SIGHUP are logged and change nothing. A SIGHUP
+ * during startup is held (`held-hangups.ts`) and reloads once Sluice serves; SIGTERM and SIGINT
+ * before then keep Node's default action and end the process, with nothing in flight to cut.
  */
 import { resolve } from 'node:path';
 import { ConfigInvalidError, startSluice } from '../runtime/sluice.js';
 import { createLogger, levelFromEnv } from '../runtime/logger.js';
 import { tuneV8 } from '../runtime/v8-tuning.js';
+import { nowMs } from '../lifecycle/clock.js';
+import { holdHangups, takeHeldHangups } from './held-hangups.js';
 
 function parseArgs(argv: string[], defaultConfig: string): { config: string; watch: boolean } | string {
   let config = defaultConfig;
@@ -30,6 +35,7 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
     process.stderr.write(`sluice serve: ${args}\nusage: sluice serve [--config FILE] [--no-watch]\n`);
     return 2;
   }
+  holdHangups();
   tuneV8();
   const log = createLogger(levelFromEnv('info'));
   let sluice;
@@ -57,14 +63,36 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
     `config ${args.config} version ${sluice.current.version}; ${args.watch ? 'edit it to reload, or send SIGHUP' : 'not watched (--no-watch): send SIGHUP or POST /admin/reload to reload it'}`,
   );
 
-  const onHup = (): void => void sluice.reload();
-  process.on('SIGHUP', onHup);
-  const signal = await new Promise<string>((res) => {
-    process.once('SIGTERM', () => res('SIGTERM'));
-    process.once('SIGINT', () => res('SIGINT'));
+  // One handler for the three signals, installed before the startup hold is let go and kept until
+  // the process exits: a signal without a handler would kill the process (Node's default action)
+  // and cut whatever is in flight.
+  let timeout = 0; // ms, the drain_timeout_ms in force when the drain began
+  let deadline = -1; // ms (monotonic) when the drain cuts what is left; -1 while serving
+  const signal = await new Promise<NodeJS.Signals>((res) => {
+    const onSignal = (s: NodeJS.Signals): void => {
+      if (deadline < 0) {
+        if (s === 'SIGHUP') void sluice.reload();
+        else {
+          timeout = sluice.current.config.server.drain_timeout_ms;
+          deadline = nowMs() + timeout;
+          res(s);
+        }
+        return;
+      }
+      const left = Math.max(0, Math.round(deadline - nowMs()));
+      const state = `${sluice.stats.inFlight} in flight, deadline in ${left} ms`;
+      log.info(
+        s === 'SIGHUP' ? `SIGHUP: ignored while draining (${state})` : `${s}: already draining (${state})`,
+      );
+    };
+    process.on('SIGHUP', onSignal);
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    if (takeHeldHangups()) {
+      log.info('SIGHUP received during startup: reloading now');
+      void sluice.reload();
+    }
   });
-  process.off('SIGHUP', onHup);
-  const timeout = sluice.current.config.server.drain_timeout_ms;
   log.info(`${signal}: draining ${sluice.stats.inFlight} in-flight requests (up to ${timeout} ms)`);
   const clean = await sluice.drain(timeout);
   if (clean) log.info('drained; exiting');
