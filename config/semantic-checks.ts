@@ -1,9 +1,11 @@
 /**
  * The rules JSON Schema cannot state: unique names and ports, routes naming defined pools, node URLs
- * that really parse, simulator ports clear of the listeners. Runs on the defaults-applied data even
- * when the schema failed, so it reads every value defensively and skips what the schema rejected.
+ * that really parse, simulator ports clear of the listeners, tenants with keys of their own. Runs on
+ * the defaults-applied data even when the schema failed, so it reads every value defensively and
+ * skips what the schema rejected.
  */
-import type { ConfigIssue, ConfigPath } from './config-issue.js';
+import { SharedKeyFinder, tenantKeysProblem } from '../proxy/tenant/tenant-table.js';
+import { formatConfigPath, type ConfigIssue, type ConfigPath } from './config-issue.js';
 import { suggestClosest } from './suggest.js';
 
 /** What the checks may ask about the file itself (not the defaulted data). */
@@ -102,10 +104,46 @@ function checkRedisStore(section: unknown, path: ConfigPath, issues: ConfigIssue
   }
 }
 
+const HEX_DIGEST = /^[0-9a-fA-F]{64}$/;
+
+/**
+ * Every tenant but the anonymous one has keys, and no key belongs to two tenants (or twice to one):
+ * the rules `compileTenants` applies at startup, here with what the file shows. Two `sha256` keys
+ * are the same key when their digests are; two `env` keys when they name the same variable. An
+ * `env` key equal to a digest is only found at startup, where the variable is read.
+ */
+function checkTenantKeys(data: Json, anonymous: string | undefined, issues: ConfigIssue[]): void {
+  const shared = new SharedKeyFinder();
+  for (const [index, tenant] of entries(data['tenants'])) {
+    const name = text(tenant, 'name');
+    const keys = tenant['keys'];
+    if (name === undefined || !Array.isArray(keys)) continue;
+    const keyless = tenantKeysProblem(name, keys.length, name === anonymous);
+    if (keyless !== undefined) {
+      issues.push({ path: ['tenants', index, 'keys'], anchor: 'value', message: keyless });
+    }
+    for (const [k, key] of entries(keys)) {
+      const digest = text(key, 'sha256');
+      const variable = text(key, 'env');
+      const id =
+        digest !== undefined && HEX_DIGEST.test(digest)
+          ? digest.toLowerCase()
+          : variable !== undefined
+            ? `env ${variable}`
+            : undefined;
+      if (id === undefined) continue;
+      const path = ['tenants', index, 'keys', k];
+      const clash = shared.add(id, formatConfigPath(path), name);
+      if (clash !== undefined) issues.push({ path, anchor: 'value', message: clash });
+    }
+  }
+}
+
 /** Tenant names are unique, the anonymous tenant exists, and what needs it is configured. */
 function checkTenants(data: Json, issues: ConfigIssue[]): void {
   const names = entries(data['tenants']).flatMap(([, t]) => text(t, 'name') ?? []);
   const anonymous = text(data, 'anonymous_tenant');
+  checkTenantKeys(data, anonymous, issues);
   if (anonymous !== undefined && !names.includes(anonymous)) {
     issues.push({
       path: ['anonymous_tenant'],

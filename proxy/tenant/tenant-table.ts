@@ -152,6 +152,39 @@ export class TenantTable {
 }
 
 /**
+ * Why a tenant with `keyCount` keys cannot be configured, or undefined when it can: only the
+ * anonymous tenant may have none. Used by `compileTenants` and by `sluice check`'s semantic rules.
+ */
+export function tenantKeysProblem(tenant: string, keyCount: number, anonymous: boolean): string | undefined {
+  return keyCount === 0 && !anonymous
+    ? `tenant "${tenant}" has no keys (only the anonymous tenant may)`
+    : undefined;
+}
+
+/**
+ * Finds a key configured twice (under two tenants, or twice under one): a presented key stands for
+ * one tenant only, so the later one is refused. Keys are compared by an identity the caller picks:
+ * `compileTenants` uses every key's digest; `sluice check`, which does not read the environment,
+ * uses the digests written in the file and the names of the variables.
+ */
+export class SharedKeyFinder {
+  private readonly first = new Map<string, { path: string; tenant: string }>();
+
+  /**
+   * Records key `id`, written at `path` (`tenants[1].keys[0]`) for `tenant`. Returns the message
+   * naming the earlier key when one had the same id (the earlier one stays recorded), else undefined.
+   */
+  add(id: string, path: string, tenant: string): string | undefined {
+    const earlier = this.first.get(id);
+    if (earlier !== undefined) {
+      return `tenant "${tenant}" uses the same key as ${earlier.path} (tenant "${earlier.tenant}")`;
+    }
+    this.first.set(id, { path, tenant });
+    return undefined;
+  }
+}
+
+/**
  * Compiles configured tenants into a `TenantTable`. Reads `env` references now (a missing or empty
  * variable is an error naming the tenant and the variable, never the value) and validates digests,
  * names, priorities and weights. Throws `TenantConfigError` on the first problem: fail fast at
@@ -174,7 +207,7 @@ export function compileTenants(
   const tenants: Tenant[] = [];
   const digests: Buffer[] = [];
   const owners: Tenant[] = [];
-  const keyPaths: string[] = [];
+  const shared = new SharedKeyFinder();
   const names = new Set<string>();
 
   for (let i = 0; i < configs.length; i++) {
@@ -202,25 +235,15 @@ export function compileTenants(
       anonymous: isAnonymous,
     });
     tenants.push(tenant);
-    if (c.keys.length === 0 && !isAnonymous) {
-      throw new TenantConfigError(
-        `${path}.keys`,
-        `tenant "${c.name}" has no keys (only the anonymous tenant may)`,
-      );
-    }
+    const keyless = tenantKeysProblem(c.name, c.keys.length, isAnonymous);
+    if (keyless !== undefined) throw new TenantConfigError(`${path}.keys`, keyless);
     for (let k = 0; k < c.keys.length; k++) {
       const keyPath = `${path}.keys[${k}]`;
       const digest = keyDigest(c.keys[k]!, keyPath, c.name, env);
-      const clash = digests.findIndex((d) => d.equals(digest));
-      if (clash >= 0) {
-        throw new TenantConfigError(
-          keyPath,
-          `tenant "${c.name}" uses the same key as ${keyPaths[clash]!} (tenant "${owners[clash]!.name}")`,
-        );
-      }
+      const clash = shared.add(digest.toString('hex'), keyPath, c.name);
+      if (clash !== undefined) throw new TenantConfigError(keyPath, clash);
       digests.push(digest);
       owners.push(tenant);
-      keyPaths.push(keyPath);
     }
   }
 

@@ -1,6 +1,6 @@
 /**
- * The cross-field rules: names, ports, pool references, node URLs and simulator ports, each reported
- * at the value to change, plus the normalisation a valid config gets.
+ * The cross-field rules: names, ports, pool references, node URLs, simulator ports and tenant keys,
+ * each reported at the value to change, plus the normalisation a valid config gets.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -196,6 +196,73 @@ void describe('node URLs', () => {
       ),
     );
     assert.equal(config.pools.length, 2);
+  });
+});
+
+const DIGEST_A = 'a'.repeat(64);
+const DIGEST_B = 'b'.repeat(64);
+
+void describe('tenants', () => {
+  void it('rejects two tenants with the same key digest, at the later key, however it is spelt', () => {
+    const error = onlyErrorOf(
+      yamlLines(
+        ...BASE_LINES,
+        'tenants:',
+        '  - name: a',
+        `    keys: [{sha256: ${DIGEST_A}}]`,
+        '  - name: b',
+        `    keys: [{sha256: ${DIGEST_B}}, {sha256: ${DIGEST_A.toUpperCase()}}]`,
+      ),
+    );
+    assert.deepEqual(placesOf([error]), ['12:88 tenants[1].keys[1]']);
+    assert.equal(error.message, 'tenant "b" uses the same key as tenants[0].keys[0] (tenant "a")');
+  });
+
+  void it('rejects a key given twice to one tenant, and one environment variable for two tenants', () => {
+    const errors = errorsOf(
+      yamlLines(
+        ...BASE_LINES,
+        'tenants:',
+        '  - name: a',
+        '    keys:',
+        `      - sha256: ${DIGEST_A}`,
+        `      - sha256: ${DIGEST_A}`,
+        '      - env: KEY_A',
+        '  - name: b',
+        '    keys: [{env: KEY_A}]',
+      ),
+    );
+    assert.deepEqual(placesOf(errors), ['12:9 tenants[0].keys[1]', '15:12 tenants[1].keys[0]']);
+    assert.equal(errors[0]!.message, 'tenant "a" uses the same key as tenants[0].keys[0] (tenant "a")');
+    assert.equal(errors[1]!.message, 'tenant "b" uses the same key as tenants[0].keys[2] (tenant "a")');
+  });
+
+  void it('accepts different keys, and keys from different variables (compared at startup)', () => {
+    const config = configOf(
+      yamlLines(
+        ...BASE_LINES,
+        'tenants:',
+        `  - {name: a, keys: [{sha256: ${DIGEST_A}}, {env: KEY_A}]}`,
+        `  - {name: b, keys: [{sha256: ${DIGEST_B}}, {env: KEY_B}]}`,
+      ),
+    );
+    assert.equal(config.tenants?.length, 2);
+  });
+
+  void it('rejects a tenant without keys unless it is the anonymous tenant', () => {
+    const error = onlyErrorOf(
+      yamlLines(
+        ...BASE_LINES,
+        'tenants:',
+        '  - name: a',
+        '    keys: []',
+        '  - name: public',
+        '    keys: []',
+        'anonymous_tenant: public',
+      ),
+    );
+    assert.deepEqual(placesOf([error]), ['10:11 tenants[0].keys']);
+    assert.equal(error.message, 'tenant "a" has no keys (only the anonymous tenant may)');
   });
 });
 
