@@ -82,7 +82,8 @@ function parseParsed(parsed: ReturnType<typeof parseYaml>, text: string, file: s
 
 /**
  * Reads `file` (UTF-8), parses it with {@link parseConfig}, then loads the plugins it names
- * (module paths relative to the file) and checks their options against their own schemas. A missing
+ * (module paths relative to the file) and checks their options against their own schemas, and checks
+ * that a simulator profile given by name exists. A missing
  * or unreadable file is reported as one error at 1:1 carrying the operating system's reason; never
  * rejects.
  */
@@ -101,17 +102,35 @@ export async function loadConfigFile(file: string): Promise<LoadResult> {
 }
 
 /**
- * Parses config `text` read from `file` (a reload that read it itself) and loads the plugins it
- * names, as {@link loadConfigFile} does after reading. Never rejects.
+ * Parses config `text` read from `file` (a reload that read it itself), loads the plugins it names
+ * and checks the simulator profile, as {@link loadConfigFile} does after reading. Never rejects.
  */
 export async function loadConfigText(text: string, file: string): Promise<LoadResult> {
   const { result, source } = parseWithSource(text, file);
   if (!result.ok) return result;
   const loaded = await loadPlugins(result.config.plugins, dirname(resolve(file)));
-  if (loaded.issues.length > 0) {
-    return { ok: false, errors: loaded.issues.map((issue) => locate(source, file, issue)).sort(byPosition) };
+  const issues = [...(await simulatorIssues(result.config)), ...loaded.issues];
+  if (issues.length > 0) {
+    return { ok: false, errors: issues.map((issue) => locate(source, file, issue)).sort(byPosition) };
   }
   return { ...result, plugins: loaded.plugins };
+}
+
+/**
+ * The simulator's profile, when given by name, is one of those shipped with Sluice (a profile given
+ * by path is a file read at startup, like a certificate). The simulator's code is imported only for
+ * a config that has one.
+ */
+async function simulatorIssues(config: SluiceConfig): Promise<ConfigIssue[]> {
+  if (config.simulator === undefined) return [];
+  const { unknownSimProfile } = await import('../loadtest/sim/profile-loader.js');
+  let message: string | undefined;
+  try {
+    message = unknownSimProfile(config.simulator.profile);
+  } catch (error) {
+    message = error instanceof Error ? error.message : String(error);
+  }
+  return message === undefined ? [] : [{ path: ['simulator', 'profile'], anchor: 'value', message }];
 }
 
 /**

@@ -41,6 +41,16 @@ function looksLikePath(ref: string): boolean {
 }
 
 /**
+ * Why `ref` names no profile shipped in `loadtest/profiles/` (listing those that are), or undefined
+ * when it names one or is a path: a file is only read when the profile is loaded. Lets `sluice
+ * check` refuse what startup would. Throws `SimProfileError` when the profiles cannot be found.
+ */
+export function unknownSimProfile(ref: string): string | undefined {
+  if (looksLikePath(ref) || existsSync(join(findProfilesDir(), `${ref}.yaml`))) return undefined;
+  return `unknown profile "${ref}" (available: ${listSimProfiles().join(', ')})`;
+}
+
+/**
  * Loads and validates a profile by name (`fast`) or by path (`./my.yaml`). A profile without a `name`
  * key is named after its file. Throws `SimProfileError` with the file and key on any problem.
  */
@@ -49,10 +59,9 @@ export function loadSimProfile(ref: string = DEFAULT_PROFILE_NAME): SimProfile {
   if (looksLikePath(ref)) {
     file = resolve(ref);
   } else {
+    const unknown = unknownSimProfile(ref);
+    if (unknown !== undefined) throw new SimProfileError(unknown);
     file = join(findProfilesDir(), `${ref}.yaml`);
-    if (!existsSync(file)) {
-      throw new SimProfileError(`unknown profile "${ref}" (available: ${listSimProfiles().join(', ')})`);
-    }
   }
   let text: string;
   try {

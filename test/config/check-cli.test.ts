@@ -91,6 +91,53 @@ void describe('runCheckCli', () => {
     assert.match(io.out, /^usage: sluice check FILE \[FILE\.\.\.\]/);
   });
 
+  void it('refuses what startup refuses and the file shows: an unknown simulator profile, a shared key', async () => {
+    const profile = join(dir, 'profile.yaml');
+    await writeFile(
+      profile,
+      yamlLines(...BASE_LINES, 'simulator: {nodes: 1, port: 9100, profile: nosuchprofile}'),
+    );
+    const shared = join(dir, 'shared.yaml');
+    const digest = 'c'.repeat(64);
+    await writeFile(
+      shared,
+      yamlLines(
+        ...BASE_LINES,
+        'tenants:',
+        `  - {name: a, keys: [{sha256: ${digest}}]}`,
+        `  - {name: b, keys: [{sha256: ${digest}}]}`,
+      ),
+    );
+    const io = capture();
+    assert.equal(await runCheckCli([profile, shared], io), 1);
+    assert.equal(io.out, '');
+    const lines = io.err.split('\n');
+    assert.match(
+      lines[0]!,
+      new RegExp(
+        `^${profile.replace(/[.\\]/g, '\\$&')}:8:44 simulator\\.profile: unknown profile "nosuchprofile" \\(available: .*\\bfast\\b.*\\)$`,
+      ),
+    );
+    assert.deepEqual(lines.slice(1), [
+      `${profile}: 1 error`,
+      `${shared}:10:22 tenants[1].keys[0]: tenant "b" uses the same key as tenants[0].keys[0] (tenant "a")`,
+      `${shared}: 1 error`,
+      '',
+    ]);
+  });
+
+  void it('accepts a shipped simulator profile by name, and leaves a profile file to startup', async () => {
+    for (const profile of ['fast', './profiles/not-on-this-machine.yaml']) {
+      const file = join(dir, 'simulator.yaml');
+      await writeFile(
+        file,
+        yamlLines(...BASE_LINES, `simulator: {nodes: 1, port: 9100, profile: ${profile}}`),
+      );
+      const io = capture();
+      assert.equal(await runCheckCli([file], io), 0, io.err);
+    }
+  });
+
   void it('takes names after -- as files', async () => {
     const io = capture();
     assert.equal(await runCheckCli(['--', good], io), 0);
