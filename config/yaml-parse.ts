@@ -55,15 +55,17 @@ function yamlErrorToIssue(source: YamlSource, text: string, error: YAMLError): L
 }
 
 /**
- * Finds what YAML allows but a config cannot hold: a list or mapping used as a key, and an alias
- * inside the node it names (a cycle, which no validator could walk).
+ * Finds what YAML allows but a config cannot hold: a list or mapping used as a key, an alias with no
+ * anchor before it (which would only fail when the document is turned into data, without a place),
+ * and an alias inside the node it names (a cycle, which no validator could walk).
  */
 function structureIssues(source: YamlSource): LocatedIssue[] {
   const issues: LocatedIssue[] = [];
-  const at = (node: unknown, message: string): void => {
+  const at = (node: unknown, message: string, named = false): void => {
     const offset = isNode(node) ? (node.range?.[0] ?? 0) : 0;
     const { line, col } = source.lineCounter.linePos(offset);
-    issues.push({ line, col, path: '', message });
+    const path = named ? formatConfigPath(pathAtOffset(source, offset)) : '';
+    issues.push({ line, col, path, message });
   };
   visit(source.doc, {
     Pair(_, pair) {
@@ -71,7 +73,9 @@ function structureIssues(source: YamlSource): LocatedIssue[] {
     },
     Alias(_, alias, ancestors) {
       const target = alias.resolve(source.doc);
-      if (target !== undefined && ancestors.includes(target)) {
+      if (target === undefined) {
+        at(alias, `unknown alias *${alias.source}: no anchor &${alias.source} is defined before it`, true);
+      } else if (ancestors.includes(target)) {
         at(alias, `alias *${alias.source} is inside the node it refers to; a config cannot contain itself`);
       }
     },

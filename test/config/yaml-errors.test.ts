@@ -129,6 +129,15 @@ void describe('YAML structure', () => {
     );
   });
 
+  void it('rejects an alias to an undefined or later anchor where the alias is written', () => {
+    const errors = errorsOf(
+      yamlLines(...BASE_LINES, '    timeouts: *slow', 'admin: {port: 9901}', 'a: *nope', 'x: &slow {}'),
+    );
+    assert.deepEqual(placesOf(errors), ['8:15 routes[0].timeouts', '10:4 a']);
+    assert.equal(errors[0]!.message, 'unknown alias *slow: no anchor &slow is defined before it');
+    assert.equal(errors[1]!.message, 'unknown alias *nope: no anchor &nope is defined before it');
+  });
+
   void it('rejects a list used as a key', () => {
     const error = onlyErrorOf(yamlLines(...BASE_LINES, '[a, b]: 1'));
     assert.deepEqual(placesOf([error]), ['8:1 ']);
