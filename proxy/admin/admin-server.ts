@@ -22,6 +22,7 @@ export interface AdminTarget {
   /** False before the first plan exists: plan-dependent endpoints answer 503. */
   started(): boolean;
   metricsText(): string;
+  /** `GET /admin/config`: the active config with its secrets masked (`redactedConfig`). */
   configView(): unknown;
   nodesView(): unknown;
   /** `GET /admin/stats`; `detail`: include route × pool × node rows. */

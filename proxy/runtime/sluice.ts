@@ -10,6 +10,7 @@ import type { SluiceConfig } from '../../config/types.js';
 import type { SimFleet } from '../../loadtest/sim/fleet.js';
 import { AdminServer, type AdminTarget, type DrainResult } from '../admin/admin-server.js';
 import { AdminAuth } from '../admin/admin-auth.js';
+import { redactedConfig } from '../admin/config-view.js';
 import { histogramsView } from '../admin/histograms-view.js';
 import { statsView } from '../admin/stats-view.js';
 import { statusPageHtml } from '../admin/status-page.js';
@@ -261,7 +262,7 @@ export class Sluice {
         version: this.plan.version,
         digest: this.plan.digest,
         applied_at: this.plan.appliedAt.toISOString(),
-        config: this.plan.config,
+        config: redactedConfig(this.plan.config),
       }),
       nodesView: () => this.nodesView(),
       statsView: (detail) =>

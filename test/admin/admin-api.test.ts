@@ -1,9 +1,10 @@
 /**
  * The admin listener: liveness, readiness (503 while draining), Prometheus metrics that count what
- * happened, the active config with its version, node counters, and JSON 404s.
+ * happened, the active config with its version (secrets masked), node counters, and JSON 404s.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
@@ -97,5 +98,69 @@ describe('admin API', () => {
     } finally {
       await local.close();
     }
+  });
+});
+
+describe('admin API config view', () => {
+  const token = 'admin-token-for-the-config-view';
+  const tokenDigest = createHash('sha256').update(token).digest('hex');
+  const keyDigest = 'd'.repeat(64);
+  let fleet: SimFleet;
+  let t: TestSluice;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    // Nothing listens on the Redis ports: the stores connect on first use, and nothing is sent.
+    const yaml = basicConfig(
+      fleet.urls,
+      [
+        'tenants:',
+        `  - {name: team-a, keys: [{sha256: ${keyDigest}}, {env: SLUICE_TEST_TEAM_A_KEY}]}`,
+        'rate_limits:',
+        '  store: redis',
+        '  redis: {url: "redis://:rate-limit-secret@127.0.0.1:21598/2", fail_mode: open}',
+        'plugin_store:',
+        '  store: redis',
+        '  redis: {url: "redis://sluice:plugin-secret@127.0.0.1:21599"}',
+        '',
+      ].join('\n'),
+    ).replace('  port: 0\npools:', `  port: 0\n  token: {sha256: ${tokenDigest}}\npools:`);
+    process.env['SLUICE_TEST_TEAM_A_KEY'] = 'team-a-key';
+    t = await startTestSluice(yaml);
+  });
+
+  after(async () => {
+    delete process.env['SLUICE_TEST_TEAM_A_KEY'];
+    await t?.close();
+    await fleet?.close();
+  });
+
+  it('masks Redis passwords and key digests, and shows the rest as applied', async () => {
+    const r = await fetch(`${t.adminUrl}/admin/config`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(r.status, 200);
+    const text = await r.text();
+    for (const secret of ['rate-limit-secret', 'plugin-secret', keyDigest, tokenDigest]) {
+      assert.equal(text.includes(secret), false, `${secret} is shown`);
+    }
+    const body = JSON.parse(text) as {
+      config: {
+        admin: { token: unknown };
+        tenants: { name: string; keys: unknown[] }[];
+        rate_limits: { redis: { url: string; fail_mode: string } };
+        plugin_store: { redis: { url: string } };
+        pools: { nodes: { url: string }[] }[];
+      };
+    };
+    assert.equal(body.config.rate_limits.redis.url, 'redis://:****@127.0.0.1:21598/2');
+    assert.equal(body.config.rate_limits.redis.fail_mode, 'open');
+    assert.equal(body.config.plugin_store.redis.url, 'redis://sluice:****@127.0.0.1:21599');
+    assert.deepEqual(body.config.admin.token, { sha256: '****' });
+    assert.deepEqual(body.config.tenants[0]!.keys, [{ sha256: '****' }, { env: 'SLUICE_TEST_TEAM_A_KEY' }]);
+    assert.equal(body.config.pools[0]!.nodes[0]!.url, fleet.urls[0]);
+    // The running config keeps its secrets: only the view is masked.
+    assert.equal(
+      t.sluice.current.config.rate_limits.redis?.url,
+      'redis://:rate-limit-secret@127.0.0.1:21598/2',
+    );
   });
 });
