@@ -36,6 +36,21 @@ routes:
 `;
 }
 
+/**
+ * Starts a Sluice on a port that was free a moment ago; tries another when a server elsewhere took
+ * it in between (the port is chosen before the bind, so that the second Sluice can be given it).
+ */
+async function startOnFreePort(yaml: (port: number) => string): Promise<{ port: number; first: TestSluice }> {
+  for (let i = 0; ; i++) {
+    const port = await freePort();
+    try {
+      return { port, first: await startTestSluice(yaml(port)) };
+    } catch (e) {
+      if (i >= 4 || !/cannot bind/.test((e as Error).message)) throw e;
+    }
+  }
+}
+
 describe('listener bind', { timeout: 60_000 }, () => {
   let certs = '';
   let cert: SelfSigned;
@@ -57,8 +72,7 @@ describe('listener bind', { timeout: 60_000 }, () => {
       it(`${kind}: a second Sluice on a port the first holds fails to start with a clear error`, async () => {
         const c = https ? cert : null;
         // A configured port, not 0: uWS sets SO_REUSEPORT only on a socket bound to a given port.
-        const port = await freePort();
-        const first = await startTestSluice(config(port, engine.pipelining, node, c));
+        const { port, first } = await startOnFreePort((p) => config(p, engine.pipelining, node, c));
         let second: TestSluice | null = null;
         try {
           await assert.rejects(
