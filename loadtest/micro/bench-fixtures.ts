@@ -58,6 +58,7 @@ class NullDownstream implements Downstream {
 const host: SessionHost = {
   stats: new StatsRegistry(),
   draining: false,
+  sessionStarted(): void {},
   sessionDone(): void {},
   endpoints: null,
 };

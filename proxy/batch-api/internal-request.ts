@@ -80,6 +80,7 @@ export class InternalRequest implements Downstream, SessionHost {
     this.startMs = nowMs();
     plan.acquire();
     this.stats.inFlight++;
+    this.host.sessionStarted(s);
     s.run();
   }
 
@@ -132,6 +133,10 @@ export class InternalRequest implements Downstream, SessionHost {
   }
 
   // ---- SessionHost ----
+
+  sessionStarted(s: Session): void {
+    this.host.sessionStarted(s);
+  }
 
   sessionDone(s: Session): void {
     this.host.sessionDone(s);

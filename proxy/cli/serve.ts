@@ -94,8 +94,12 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
     }
   });
   log.info(`${signal}: draining ${sluice.stats.inFlight} in-flight requests (up to ${timeout} ms)`);
-  const clean = await sluice.drain(timeout);
-  if (clean) log.info('drained; exiting');
-  else log.warn(`drain deadline reached with ${sluice.stats.inFlight} requests still running; they were cut`);
+  const cut = await sluice.drain(timeout);
+  if (cut === 0) log.info('drained; exiting');
+  else {
+    log.warn(
+      `drain deadline reached with ${cut} requests still running; they were ended (503 server_shutting_down, or an error event on a stream)`,
+    );
+  }
   return 0;
 }

@@ -53,6 +53,8 @@ export interface SessionHost {
   readonly stats: StatsRegistry;
   /** True while draining: every response closes its connection. */
   readonly draining: boolean;
+  /** Called once per session, when it starts (after it was counted in flight). */
+  sessionStarted(s: Session): void;
   /** Called exactly once per session, when it is finished. */
   sessionDone(s: Session): void;
   /** Endpoints answered in process (the batch API), or null. */
@@ -71,6 +73,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   readonly downstream: Downstream;
   /** Request id (client's `x-request-id` when valid, else generated). */
   readonly id: string;
+  /** Links in the server's list of the sessions in flight (live-sessions.ts). */
+  livePrev: Session | null = null;
+  liveNext: Session | null = null;
   /** Method as sent (upper-case for standard methods); a plugin's onRequest may change it. */
   method: string;
   /** Path without query string. */
@@ -940,6 +945,16 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    * Ends the request with `err` wherever it stands (a timeout, a failed plugin hook): an error reply
    * before the head, an SSE error event or a cut body after it; attempts in flight are aborted.
    */
+  /**
+   * The server's drain deadline passed with this request unfinished: it ends now, with a 503
+   * `server_shutting_down` before its head, or an SSE error event (a cut body) after it.
+   */
+  cutAtShutdown(): void {
+    this.failWith(
+      new SluiceError(Errors.draining, 'Sluice is shutting down and the request did not finish in time'),
+    );
+  }
+
   failWith(err: SluiceError): void {
     if (this.finished) return;
     if (this.winner !== null) {

@@ -581,16 +581,17 @@ export class Sluice {
 
   /**
    * Graceful stop: refuse new connections, let in-flight requests finish for up to `timeoutMs`,
-   * then close everything. Resolves true when nothing had to be cut.
+   * then end what is left and close everything. Resolves to the number of requests ended at the
+   * deadline (0: everything finished in time).
    */
-  async drain(timeoutMs: number): Promise<boolean> {
+  async drain(timeoutMs: number): Promise<number> {
     this.watcher?.close();
     this.watcher = null;
     // Job items are requests too: stop taking new ones so the drain can reach zero.
     await this.batch?.worker.stop();
-    const clean = this.server ? await this.server.drain(timeoutMs) : true;
+    const cut = this.server ? await this.server.drain(timeoutMs) : 0;
     await this.close();
-    return clean;
+    return cut;
   }
 
   /** Closes every socket and timer right away. */

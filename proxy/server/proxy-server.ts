@@ -17,6 +17,7 @@ import {
 import * as uws from 'uWebSockets.js';
 import type { ListenerConfig } from '../../config/types.js';
 import type { Session, SessionHost } from '../lifecycle/session.js';
+import { LiveSessions } from './live-sessions.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
@@ -64,6 +65,9 @@ interface ListenWithOptions {
   ): TemplatedApp;
 }
 
+/** How long the replies to requests ended at the drain deadline get to leave before the close, ms. */
+const CUT_FLUSH_MS = 100;
+
 /** How long the drain waits with nothing in flight before it closes the connections, ms. */
 const DRAIN_QUIET_MS = 250;
 
@@ -93,6 +97,8 @@ export class ProxyServer implements SessionHost {
   private readonly intake: RequestIntake;
   private readonly listeners: ListenerState[] = [];
   private drained: (() => void) | null = null;
+  /** The sessions in flight, for the drain deadline. */
+  private readonly live = new LiveSessions();
 
   /** `current` returns the plan new requests should run on. */
   constructor(stats: StatsRegistry, current: () => Plan) {
@@ -180,16 +186,26 @@ export class ProxyServer implements SessionHost {
     this.intake.admit(l.rt, head, new UwsDownstream(res, l.rt, head.method === 'HEAD'));
   }
 
-  sessionDone(_s: Session): void {
+  sessionStarted(s: Session): void {
+    // HOT
+    this.live.add(s);
+  }
+
+  sessionDone(s: Session): void {
+    // HOT
+    this.live.remove(s);
     this.stats.inFlight--;
     if (this.drained !== null && this.stats.inFlight === 0) this.drained();
   }
 
   /**
    * Stops accepting connections, waits for in-flight requests up to `timeoutMs`, then closes every
-   * connection. Resolves true when everything finished in time.
+   * connection. Requests still running at the deadline are ended first, each as Sluice ends a
+   * request it gives up on (a 503 `server_shutting_down` before its head, an SSE error event or a
+   * cut body after it), and their bytes get CUT_FLUSH_MS to leave. Resolves to the number of
+   * requests so ended (0: everything finished in time).
    */
-  async drain(timeoutMs: number): Promise<boolean> {
+  async drain(timeoutMs: number): Promise<number> {
     this.draining = true;
     for (const l of this.listeners) {
       if (l.socket !== null) us_listen_socket_close(l.socket);
@@ -214,8 +230,16 @@ export class ProxyServer implements SessionHost {
       }
     }
     this.drained = null;
+    let cut = 0;
+    if (!clean) {
+      for (const s of this.live.snapshot()) {
+        cut++;
+        s.cutAtShutdown();
+      }
+      await new Promise((r) => setTimeout(r, CUT_FLUSH_MS));
+    }
     this.closeNow();
-    return clean;
+    return cut;
   }
 
   /** Resolves true when no request is in flight any more, false after `ms`. */

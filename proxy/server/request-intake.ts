@@ -133,6 +133,7 @@ export class RequestIntake {
       head.headers,
     );
     s.listener = l.index;
+    this.host.sessionStarted(s);
     ds.attach(s);
     if (head.contentLength > 0 || head.chunked) ds.readBody(head.contentLength, cfg.max_body_bytes);
     else s.run();
