@@ -96,6 +96,8 @@ export class AdmissionController {
   private readonly maxRetryAfterMs: number;
   /** Average time from admission to release, ms. */
   private serviceTimeMs: number;
+  /** Sum of the admission times of the slots held, ms: their mean age is `now - sum / inFlight`. */
+  private heldSinceSumMs = 0;
   private readonly clock: () => number;
   private readonly timers: boolean;
   private readonly logger: Logger | null;
@@ -179,6 +181,7 @@ export class AdmissionController {
       this.inFlight++;
       t.slotSinceMs = now;
       t.slotOwner = this;
+      this.heldSinceSumMs += now;
       if (u !== null) u.inFlight++;
       this.counters.admittedImmediately++;
       return 'admitted';
@@ -211,6 +214,8 @@ export class AdmissionController {
     t.slotOwner = null;
     const inFlightBefore = this.inFlight;
     this.inFlight--;
+    // Back at 0 with no slot held: rounding in the sum does not build up over a long run.
+    this.heldSinceSumMs = this.inFlight === 0 ? 0 : this.heldSinceSumMs - admittedAt;
     const now = this.clock();
     if (this.reservePerNode > 0) {
       const u = this.use.get(t.tenant);
@@ -305,9 +310,18 @@ export class AdmissionController {
     this.armTimer();
   }
 
-  /** The suggested retry delay for a request that would now stand behind `ahead` others, ms. */
+  /**
+   * The suggested retry delay for a request that would now stand behind `ahead` others, ms: the
+   * service time over the slots, times the places ahead. The service time is the moving average of
+   * finished requests, or twice the mean age of the requests holding slots when that is longer (in
+   * a steady state the mean age is half the service time): after a run of short requests, long
+   * ones in flight raise the estimate before any of them finishes.
+   */
   retryAfterMs(ahead: number): number {
-    const ms = (this.serviceTimeMs * (ahead + 1)) / Math.max(1, this.effectiveLimit);
+    const held = this.inFlight;
+    const age = held > 0 ? this.clock() - this.heldSinceSumMs / held : 0;
+    const service = 2 * age > this.serviceTimeMs ? 2 * age : this.serviceTimeMs;
+    const ms = (service * (ahead + 1)) / Math.max(1, this.effectiveLimit);
     return ms < 1 ? 1 : ms > this.maxRetryAfterMs ? this.maxRetryAfterMs : Math.ceil(ms);
   }
 
@@ -345,6 +359,7 @@ export class AdmissionController {
         this.inFlight++;
         e.ticket.slotSinceMs = now;
         e.ticket.slotOwner = this;
+        this.heldSinceSumMs += now;
         if (this.reservePerNode > 0) this.touch(e.ticket, now).inFlight++;
         this.counters.admittedFromQueue++;
         try {

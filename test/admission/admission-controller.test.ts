@@ -307,6 +307,27 @@ describe('admission controller', () => {
     assert.equal(c.retryAfterMs(1000), 5000, 'bounded');
   });
 
+  it('raises the retry estimate from the age of the requests in flight when they outlast the average', () => {
+    const { c, clock } = controller({ maxInFlightPerNode: 2, maxQueue: 1, maxRetryAfterMs: 30_000 });
+    // A run of short requests brings the average down to about 10 ms.
+    for (let i = 0; i < 100; i++) {
+      const t = new TestTicket('a');
+      c.offer(t);
+      clock.advance(10);
+      c.release(t);
+    }
+    assert.ok(c.averageServiceTimeMs < 20, `average ${c.averageServiceTimeMs}`);
+    // Then long ones: two hold the slots for 1.5 s, one waits; the next is refused.
+    c.offer(new TestTicket('a'));
+    c.offer(new TestTicket('a'));
+    c.offer(new TestTicket('a'));
+    clock.advance(1500);
+    const r = rejection(c.offer(new TestTicket('a')));
+    assert.equal(r.reason, 'queue-full');
+    // Mean age 1.5 s: service about 3 s over 2 slots, 2 places (1 queued + this one): about 3 s.
+    assert.ok(r.retryAfterMs >= 2900 && r.retryAfterMs <= 3100, `retry after ${r.retryAfterMs} ms`);
+  });
+
   it('logs a ticket callback that throws and keeps going', () => {
     const lines: string[] = [];
     const { c } = controller({ maxInFlightPerNode: 1, logger: createLogger('debug', (l) => lines.push(l)) });
