@@ -219,8 +219,16 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
 
   /** Closes the connection now; `reset` sends a TCP reset (a cut the client must not take for an end). */
   destroy(reset = false): void {
-    if (reset) this.socket.resetAndDestroy();
-    else this.socket.destroy();
+    if (reset) {
+      try {
+        this.socket.resetAndDestroy();
+        return;
+      } catch {
+        // A TLS socket has no TCP handle of its own to reset: it is destroyed without the TLS
+        // close_notify, which a TLS client takes for a truncation all the same.
+      }
+    }
+    this.socket.destroy();
   }
 
   /** Retires answered exchanges from the front and lets the next one write. */
@@ -258,7 +266,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     // connection is running): the next exchange's stream, paused at the write buffer, is resumed
     // once that callback has returned, since undici refuses to resume one connection's parser
     // inside another's (the resume was lost and the stream stalled until idle_ms).
-    if (!this.wakeQueued) {
+    if (!this.wakeQueued && q.length > 0) {
       this.wakeQueued = true;
       queueMicrotask(this.wakeTask);
     }

@@ -2,11 +2,17 @@
  * An HTTP/1.0 client's answer of unknown length ends with the connection (RFC 9112 §6.3), so a
  * plain close would make an answer the node broke off look complete: Sluice resets the connection
  * instead. On the own engine (the uWS engine refuses HTTP/1.0: docs/security.md), against a
- * scripted node that dies in the middle of a chunked JSON body.
+ * scripted node that dies in the middle of a chunked JSON body; over TLS, where there is no TCP
+ * reset to send, the connection closes without the TLS close_notify and nothing breaks.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
+import { makeSelfSigned } from '../../loadtest/env/self-signed.js';
 import { ENGINES, withListenerKeys } from '../helpers/engines.js';
 import { basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
@@ -85,4 +91,38 @@ describe('an HTTP/1.0 answer the node breaks off', { timeout: 60_000 }, () => {
       });
     });
   }
+
+  it('over TLS (own engine): closes the connection without failing, and holds no request', async () => {
+    const certs = await mkdtemp(join(tmpdir(), 'sluice-http10-'));
+    let t: TestSluice | null = null;
+    try {
+      const cert = await makeSelfSigned(certs, 'http10');
+      t = await startTestSluice(
+        withListenerKeys(basicConfig([nodeUrl]), { pipelining: 16 }).replace(
+          '    port: 0\n',
+          `    port: 0\n    tls: { cert_file: ${cert.certFile}, key_file: ${cert.keyFile} }\n`,
+        ),
+      );
+      const u = new URL(t.url);
+      const s = tlsConnect({ host: u.hostname, port: Number(u.port), rejectUnauthorized: false });
+      const chunks: Buffer[] = [];
+      s.on('data', (d: Buffer) => chunks.push(d));
+      s.write('GET /broken HTTP/1.0\r\nHost: a\r\n\r\n');
+      const closed = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 5000);
+        s.once('close', () => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+        s.on('error', () => undefined);
+      });
+      s.destroy();
+      assert.equal(closed, true, 'the connection stayed open');
+      assert.match(Buffer.concat(chunks).toString('latin1'), /^HTTP\/1\.[01] 200/);
+      assert.equal(t.sluice.stats.inFlight, 0);
+    } finally {
+      await t?.close();
+      await rm(certs, { recursive: true, force: true });
+    }
+  });
 });
