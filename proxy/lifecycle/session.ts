@@ -133,6 +133,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   attempts = 0;
   /** Status sent to the client (0 until decided; 499 when the client left). */
   status = 0;
+  /** Status of the answer the client was given from a node (its head, or a micro-batch's item); 0 before. */
+  private answerStatus = 0;
   private parsed: unknown = UNPARSED;
   private costTokens = 0;
   private promptCount = 0;
@@ -199,14 +201,18 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /**
-   * True when the request has a body that does not parse as JSON and is not a form upload
-   * (multipart or URL-encoded bodies carry no JSON to count).
+   * True when the request says its body is JSON (`application/json`, `*+json`, or no content type,
+   * as OpenAI clients' bodies always are) and it does not parse as JSON. Other bodies (uploads,
+   * NDJSON, compressed bodies) carry no JSON Sluice could count and are not judged.
    */
   private unreadableBody(): boolean {
     const body = this.body;
     if (body === null || body.length === 0 || this.json() !== null) return false;
-    const type = (this.header('content-type') ?? '').toLowerCase();
-    return !type.startsWith('multipart/') && !type.startsWith('application/x-www-form-urlencoded');
+    if (this.header('content-encoding') !== undefined) return false;
+    const type = this.header('content-type');
+    if (type === undefined) return true;
+    const media = (type.indexOf(';') < 0 ? type : type.slice(0, type.indexOf(';'))).trim().toLowerCase();
+    return media === 'application/json' || media.endsWith('+json');
   }
 
   /** The body's JSON `model` field, or null. */
@@ -299,6 +305,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         if (this.unreadableBody()) {
           // Its tokens and model cannot be counted, while a node may well read it (NaN, UTF-16):
           // forwarding it uncharged would let a limited tenant past its token and model limits.
+          this.host.stats.countRejected(Errors.invalidRequest.id);
           this.fail(
             Errors.invalidRequest,
             'The request body is not valid JSON. Send a JSON object encoded in UTF-8 (no NaN or Infinity).',
@@ -642,6 +649,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // (a plugin may forward another) and applies it to every answer it writes.
     const noBody = status === 204 || status === 304;
     this.status = status;
+    this.answerStatus = status;
     const out = head.headers;
     if (this.limit !== null) rateLimitHeaders(this.limit, out);
     if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
@@ -669,9 +677,15 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.forward(att, chunk);
   }
 
-  /** True when the winner's stream reached the client up to a dispatched `data: [DONE]` (stream-end.ts). */
+  /**
+   * True when the winner's stream reached the client up to a dispatched `data: [DONE]`
+   * (stream-end.ts). Not on routes with plugins: what they passed on, or still hold, is not what the
+   * node sent, and a plugin's own failure must end the request as one.
+   */
   private streamAnswered(): boolean {
-    return this.sse && this.downstream.started && endsWithDone(this.earlier, this.newest);
+    return (
+      this.plug === null && this.sse && this.downstream.started && endsWithDone(this.earlier, this.newest)
+    );
   }
 
   /** Sends a chunk of the winner downstream (through the plugins, if any). */
@@ -869,6 +883,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.batchAnswered = true;
     this.attempts = attempts;
     this.status = status;
+    this.answerStatus = status;
     this.newest = body;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
@@ -942,19 +957,22 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   }
 
   /**
-   * Ends the request with `err` wherever it stands (a timeout, a failed plugin hook): an error reply
-   * before the head, an SSE error event or a cut body after it; attempts in flight are aborted.
-   */
-  /**
    * The server's drain deadline passed with this request unfinished: it ends now, with a 503
-   * `server_shutting_down` before its head, or an SSE error event (a cut body) after it.
+   * `server_shutting_down` before its head, or an SSE error event (a cut body) after it. False when
+   * it had finished already.
    */
-  cutAtShutdown(): void {
+  cutAtShutdown(): boolean {
+    if (this.finished) return false;
     this.failWith(
       new SluiceError(Errors.draining, 'Sluice is shutting down and the request did not finish in time'),
     );
+    return true;
   }
 
+  /**
+   * Ends the request with `err` wherever it stands (a timeout, a failed plugin hook): an error reply
+   * before the head, an SSE error event or a cut body after it; attempts in flight are aborted.
+   */
   failWith(err: SluiceError): void {
     if (this.finished) return;
     if (this.winner !== null) {
@@ -1073,7 +1091,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         // The node's usage, else nothing for an error answer (a 4xx or 5xx generated nothing to
         // charge for); a success without usage keeps its estimate.
         if (used >= 0) limiter.reconcile(d, used);
-        else if (this.status >= 400) limiter.reconcile(d, 0);
+        else if (this.answerStatus >= 400) limiter.reconcile(d, 0);
         limiter.release(d);
       }
     }

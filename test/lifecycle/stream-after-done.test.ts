@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { PROBE_PLUGIN } from '../plugin/plugin-helpers.js';
 
 const EVENT = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n';
 
@@ -45,7 +46,16 @@ describe('a node that lingers after [DONE]', { timeout: 60_000 }, () => {
     nodes:
       - url: ${url}
     timeouts: { idle_ms: 300 }
+plugins:
+  - name: slow
+    use: ${PROBE_PLUGIN}
+    timeout_ms: 100
+    options: { fail_phase: onResponseChunk, fail_how: hang, fail_after_chunks: 1 }
 routes:
+  - name: plugged
+    match: { path: /v1/chat/completions, headers: { x-plugin: slow } }
+    pool: gpu
+    plugins: [slow]
   - name: chat
     match: { path: /v1/chat/completions }
     pool: gpu
@@ -64,6 +74,7 @@ routes:
     const res = await fetch(`${t!.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-shape': shape },
+      signal: AbortSignal.timeout(5000),
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true }),
     });
     assert.equal(res.status, 200);
@@ -91,4 +102,18 @@ routes:
       assert.equal(gpu().failures - failures, 1);
     });
   }
+
+  it('ends with the plugin error when a plugin fails on a stream whose node already sent [DONE]', async () => {
+    // What the client got is what the plugin passed on, not the node's [DONE]: the request must
+    // end as the plugin's failure (it hung before: neither a clean end nor an error came).
+    const res = await fetch(`${t!.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-shape': 'reset-after-done', 'x-plugin': 'slow' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      signal: AbortSignal.timeout(5000),
+    });
+    // A 500 before the first byte went out, else an error event: either way the plugin's error.
+    assert.match(await res.text(), /plugin_error/);
+    assert.equal(t!.sluice.stats.inFlight, 0);
+  });
 });

@@ -7,9 +7,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const KEY = 'sk-failed-answers-000000000000000';
+const KEY_B = 'sk-failed-answers-b00000000000000';
 
 describe('token charges of error answers', { timeout: 60_000 }, () => {
   let node: Server | null = null;
@@ -19,6 +20,13 @@ describe('token charges of error answers', { timeout: 60_000 }, () => {
     node = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
+        if (req.headers['x-status'] === 'slow-stream') {
+          // A stream that goes on for a while, without usage.
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          const timer = setInterval(() => res.write('data: {"choices":[{"delta":{"content":"x"}}]}\n\n'), 20);
+          res.on('close', () => clearInterval(timer));
+          return;
+        }
         const status = Number(req.headers['x-status'] ?? 200);
         const body =
           status === 200
@@ -43,6 +51,9 @@ routes:
 tenants:
   - name: a
     keys: [{ sha256: ${sha} }]
+    limits: { tokens_per_minute: 1000 }
+  - name: b
+    keys: [{ sha256: ${createHash('sha256').update(KEY_B).digest('hex')} }]
     limits: { tokens_per_minute: 1000 }
 `);
   });
@@ -77,5 +88,36 @@ tenants:
     // The success keeps its 400-odd tokens: the next request no longer fits beside another.
     const left = Number((await chat(200)).headers.get('x-ratelimit-remaining-tokens'));
     assert.ok(left < 250, `${left} tokens left after two charged successes`);
+  });
+
+  it('keeps the charge of a stream the client left after its node answered 200', async () => {
+    const ac = new AbortController();
+    const res = await fetch(`${t!.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${KEY_B}`,
+        'x-status': 'slow-stream',
+      },
+      body: JSON.stringify({
+        model: 'm',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 900,
+        stream: true,
+      }),
+      signal: ac.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    await reader.read();
+    ac.abort();
+    await waitFor(() => t!.sluice.stats.inFlight === 0, 3000, 'the stream to end');
+    // The node was generating: the left stream's 900-odd tokens stay charged, so 900 more do not fit.
+    const next = await fetch(`${t!.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY_B}` },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 900 }),
+    });
+    assert.equal(next.status, 429, await next.text());
   });
 });

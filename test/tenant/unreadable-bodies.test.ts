@@ -1,8 +1,8 @@
 /**
  * A limited tenant cannot pass its token and model limits with a body Sluice cannot read but a
  * node can (Python servers accept a UTF-8 byte order mark, NaN and UTF-16): a byte order mark is
- * read past and charged like the plain body; other bodies that are not JSON are refused with 400,
- * except form uploads. Against a scripted node over HTTP that answers every request.
+ * read past and charged like the plain body; other bodies that say they are JSON and are not are
+ * refused with 400; bodies of other types (uploads, NDJSON) are forwarded. Against a scripted node over HTTP that answers every request.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -91,6 +91,18 @@ tenants:
       assert.equal(served, before);
     });
   }
+
+  it('counts the refusals under invalid_request', async () => {
+    const metrics = await (await fetch(`${t!.adminUrl}/metrics`)).text();
+    assert.match(metrics, /sluice_downstream_rejected_total\{code="SLUICE_DOWNSTREAM_INVALID_REQUEST"\} 3\n/);
+  });
+
+  it('forwards a body of another type (NDJSON), which says it is not one JSON document', async () => {
+    const before = served;
+    const res = await post('{"a":1}\n{"b":2}\n', 'application/x-ndjson', '/v1/other');
+    assert.equal(res.status, 200, await res.text());
+    assert.equal(served, before + 1);
+  });
 
   it('forwards a form upload, which carries no JSON to count', async () => {
     const before = served;
