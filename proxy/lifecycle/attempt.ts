@@ -183,7 +183,14 @@ export class Attempt implements DeadlineEntry {
     if (!this.paused) return;
     this.paused = false;
     this.idleList?.renew(this, nowMs());
-    this.resumeBody?.();
+    try {
+      this.resumeBody?.();
+    } catch {
+      // undici refuses to resume a connection's parser inside another connection's callback: the
+      // body stays paused, so try again once that callback has returned.
+      this.paused = true;
+      queueMicrotask(() => this.resume());
+    }
   }
 
   onConnect(abort: (reason: Error) => void): void {

@@ -27,7 +27,8 @@ export const TAIL_BYTES = 2048;
  * streams (created on a response's second chunk; a body of one chunk costs nothing).
  */
 export class BodyTail {
-  private readonly ring = Buffer.allocUnsafe(TAIL_BYTES);
+  // Its own memory, not a slice of Node's shared pool: a long stream would pin the pool's slab.
+  private readonly ring = Buffer.allocUnsafeSlow(TAIL_BYTES);
   /** Where the next byte goes. */
   private pos = 0;
   /** Bytes held (TAIL_BYTES once the ring wrapped). */

@@ -233,8 +233,11 @@ export class ProxyServer implements SessionHost {
     let cut = 0;
     if (!clean) {
       for (const s of this.live.snapshot()) {
-        cut++;
-        s.cutAtShutdown();
+        try {
+          if (s.cutAtShutdown()) cut++;
+        } catch {
+          // One request that cannot be ended must not keep the others, or the close, waiting.
+        }
       }
       await new Promise((r) => setTimeout(r, CUT_FLUSH_MS));
     }
