@@ -34,13 +34,23 @@ function isRecord(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Every string of `value` through {@link redactUrlPassword}, in place. */
+/**
+ * Names under which a string is a credential whatever it looks like (plugin options such as
+ * `api_key`, a header rule setting `Authorization`): `token` and `secret` alone or at the end of a
+ * name, `password`, `api_key` / `apikey`, `authorization`. `max_tokens` and the like do not match.
+ */
+const SECRET_NAME = /(^|[_-])(token|secret|password|passwd|api[_-]?key|apikey|authorization)$/i;
+
+/** Every string of `value` through {@link redactUrlPassword}, and strings under secret names masked, in place. */
 function redactUrls(value: unknown): unknown {
   if (typeof value === 'string') return redactUrlPassword(value);
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) value[i] = redactUrls(value[i]);
   } else if (isRecord(value)) {
-    for (const key of Object.keys(value)) value[key] = redactUrls(value[key]);
+    for (const key of Object.keys(value)) {
+      const v = value[key];
+      value[key] = typeof v === 'string' && SECRET_NAME.test(key) ? REDACTED : redactUrls(v);
+    }
   }
   return value;
 }

@@ -53,4 +53,29 @@ describe('redactedConfig', () => {
     });
     assert.equal(JSON.stringify(config), before);
   });
+
+  it('masks strings under credential names (api_key, token, authorization) and leaves max_tokens alone', () => {
+    const config = {
+      rate_limits: { default_max_tokens: 1024 },
+      plugins: [
+        {
+          name: 'x',
+          use: './x.js',
+          options: { api_key: 'sk-live', auth: { token: 't0k', 'client-secret': 's' }, max_tokens: 9 },
+        },
+        { name: 'h', use: './h.js', options: { set: { Authorization: 'Bearer b' } } },
+      ],
+    } as unknown as SluiceConfig;
+    assert.deepEqual(redactedConfig(config), {
+      rate_limits: { default_max_tokens: 1024 },
+      plugins: [
+        {
+          name: 'x',
+          use: './x.js',
+          options: { api_key: '****', auth: { token: '****', 'client-secret': '****' }, max_tokens: 9 },
+        },
+        { name: 'h', use: './h.js', options: { set: { Authorization: '****' } } },
+      ],
+    });
+  });
 });

@@ -38,6 +38,11 @@ async function closedCandidates(): Promise<number[]> {
 function refuses(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host: '127.0.0.1', port });
+    // Loopback refuses at once; a port that neither accepts nor refuses is no use either.
+    socket.setTimeout(2000, () => {
+      socket.destroy();
+      resolve(false);
+    });
     socket.once('connect', () => {
       socket.destroy();
       resolve(false);
