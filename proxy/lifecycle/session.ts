@@ -963,6 +963,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    */
   cutAtShutdown(): boolean {
     if (this.finished) return false;
+    // A local endpoint's work (a batch's items) stops too: its next items must not start now.
+    this.local?.abort();
     this.failWith(
       new SluiceError(Errors.draining, 'Sluice is shutting down and the request did not finish in time'),
     );

@@ -6,9 +6,10 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import { startSimFleet } from '../../loadtest/sim/fleet.js';
 import { ENGINES, withListenerKeys } from '../helpers/engines.js';
-import { basicConfig, startTestSluice } from '../helpers/sluice.js';
+import { basicConfig, startTestSluice, waitFor } from '../helpers/sluice.js';
 
 function chat(stream: boolean, headers: Record<string, string>): RequestInit {
   return {
@@ -56,4 +57,47 @@ describe('the drain deadline', { timeout: 60_000 }, () => {
       }
     });
   }
+
+  it('stops a synchronous batch at the deadline: its items not started yet never reach a node', async () => {
+    let seen = 0;
+    const node = createServer((req, res) => {
+      seen++;
+      req.resume();
+      // Every item takes 2 s: the drain's deadline comes during the first.
+      const timer = setTimeout(
+        () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'),
+        2000,
+      );
+      res.on('close', () => clearTimeout(timer));
+    });
+    await new Promise<void>((r) => node.listen(0, '127.0.0.1', r));
+    const addr = node.address();
+    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+    const t = await startTestSluice(
+      basicConfig([url], 'batch_api:\n  sync: { max_items: 10, concurrency: 1 }\n'),
+    );
+    try {
+      const items = Array.from({ length: 4 }, (_, i) => ({
+        custom_id: `c-${i}`,
+        model: 'm',
+        input: `x ${i}`,
+      }));
+      const batch = fetch(`${t.url}/v1/batch`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ endpoint: '/v1/embeddings', items }),
+      });
+      await waitFor(() => seen === 1, 3000, 'the first item at the node');
+      const cut = await t.sluice.drain(300);
+      assert.equal(cut, 2, 'the batch request and its running item');
+      const res = await batch;
+      assert.equal(res.status, 503);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(seen, 1, 'an item started after the deadline');
+    } finally {
+      await t.close();
+      node.closeAllConnections();
+      await new Promise<void>((r) => node.close(() => r()));
+    }
+  });
 });
