@@ -84,6 +84,8 @@ export class JobWorker {
   private readonly onError: (err: unknown) => void;
   private readonly stopper = new AbortController();
   private readonly running = new Set<Promise<void>>();
+  /** The executions running, each with what aborts it when its batch is cancelled. */
+  private readonly held = new Map<JobItem, AbortController>();
   private loop: Promise<void> | null = null;
   private wake: (() => void) | null = null;
   private woken = false; // a wake-up came while the loop was not sleeping
@@ -136,6 +138,7 @@ export class JobWorker {
       if (now - sweptAt >= this.pollMs) {
         sweptAt = now;
         await this.guard(() => this.backend.sweep(this.maxAttempts));
+        await this.guard(() => this.abortCancelled());
       }
       const want = Math.min(this.concurrency - this.running.size, this.availableTokens());
       const items =
@@ -173,8 +176,11 @@ export class JobWorker {
   }
 
   private async execute(item: JobItem): Promise<void> {
+    const cancel = new AbortController();
+    this.held.set(item, cancel);
     const signal = AbortSignal.any([
       this.stopper.signal,
+      cancel.signal,
       AbortSignal.timeout(Math.floor(this.leaseMs * 0.9)),
     ]);
     let result: ItemResult | null = null;
@@ -183,10 +189,12 @@ export class JobWorker {
       result = await this.executor.execute(item, signal);
     } catch (err) {
       failure = err instanceof Error ? err.message : String(err);
+    } finally {
+      this.held.delete(item);
     }
-    if (this.stopper.signal.aborted && result === null) {
-      // Stopped (a drain or a restart): hand the item back now rather than after its lease, so
-      // another worker, or this process once restarted, runs it at once.
+    if ((this.stopper.signal.aborted || cancel.signal.aborted) && result === null) {
+      // Stopped (a drain or a restart), or its batch was cancelled: hand the item back now rather
+      // than after its lease (the sweep then cancels it, or another worker runs it at once).
       await this.guard(() => this.backend.retryLater(item, this.workerId, 0));
       return;
     }
@@ -205,6 +213,26 @@ export class JobWorker {
     if (outcome === 'duplicate') this.stats.duplicates++;
     else if (outcome !== undefined) this.stats.recorded++;
     if (outcome === 'last') await this.guard(() => this.backend.finalize(item.batchId));
+  }
+
+  /**
+   * Aborts the executions whose batch was cancelled meanwhile (one look-up per batch held): an item
+   * waiting out a tenant's rate limit, or running at a node, stops instead of running on for a
+   * batch nobody wants, using the tenant's quota (a cancelled batch stayed `cancelling` until all
+   * its held items had run).
+   */
+  private async abortCancelled(): Promise<void> {
+    const byBatch = new Map<string, JobItem[]>();
+    for (const item of this.held.keys()) {
+      const list = byBatch.get(item.batchId);
+      if (list === undefined) byBatch.set(item.batchId, [item]);
+      else list.push(item);
+    }
+    for (const [batchId, items] of byBatch) {
+      const status = (await this.backend.getBatch(items[0]!.owner, batchId)).status;
+      if (status !== 'cancelling' && status !== 'cancelled') continue;
+      for (const item of items) this.held.get(item)?.abort(new Error(`batch ${batchId} was cancelled`));
+    }
   }
 
   private availableTokens(): number {

@@ -216,6 +216,36 @@ describe('job worker', () => {
     assert.equal(output(id).length, 3);
   });
 
+  it('aborts the executions of a batch cancelled meanwhile, which then ends cancelled without them', async () => {
+    const id = batchOf(2);
+    let aborted = 0;
+    // Items that wait as a tenant's rate limit makes them wait, until aborted.
+    const waiting = executor(
+      (_item, signal) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted++;
+            reject(new Error('aborted'));
+          }),
+        ),
+    );
+    const w = new JobWorker(backend, waiting, { concurrency: 2, pollMs: 10, leaseMs: LEASE_MS });
+    w.start();
+    try {
+      while (waiting.calls < 2) await delay(5);
+      assert.equal((await backend.cancelBatch(OWNER, id)).status, 'cancelling');
+      const until = Date.now() + 3000;
+      while (store.getBatch(OWNER, id).status !== 'cancelled' && Date.now() < until) await delay(10);
+      const b = store.getBatch(OWNER, id);
+      assert.equal(b.status, 'cancelled', 'the batch stayed cancelling while its items were held');
+      assert.equal(aborted, 2);
+      assert.equal(b.request_counts.completed, 0);
+      assert.equal(waiting.calls, 2, 'a cancelled item ran again');
+    } finally {
+      await w.stop();
+    }
+  });
+
   it('gives items back at once, without running them, when stopped during a claim', async () => {
     const id = batchOf(3);
     let open = (): void => {};
