@@ -78,19 +78,34 @@ export class RequestIntake {
     // HOT
     const cfg = l.config;
     if (head.framingError !== null) {
-      this.refuse(ds, Errors.badFraming, `malformed request framing: ${head.framingError}`);
+      this.refuse(ds, Errors.badFraming, `malformed request framing: ${head.framingError}`, head.requestId);
       return null;
     }
     if (head.url.length > cfg.max_url_bytes) {
-      this.refuse(ds, Errors.urlTooLong, `request target longer than ${cfg.max_url_bytes} bytes`);
+      this.refuse(
+        ds,
+        Errors.urlTooLong,
+        `request target longer than ${cfg.max_url_bytes} bytes`,
+        head.requestId,
+      );
       return null;
     }
     if (head.headerBytes > cfg.max_header_bytes) {
-      this.refuse(ds, Errors.headersTooLarge, `request headers exceed ${cfg.max_header_bytes} bytes`);
+      this.refuse(
+        ds,
+        Errors.headersTooLarge,
+        `request headers exceed ${cfg.max_header_bytes} bytes`,
+        head.requestId,
+      );
       return null;
     }
     if (head.headerCount > cfg.max_header_count) {
-      this.refuse(ds, Errors.headersTooLarge, `more than ${cfg.max_header_count} request header fields`);
+      this.refuse(
+        ds,
+        Errors.headersTooLarge,
+        `more than ${cfg.max_header_count} request header fields`,
+        head.requestId,
+      );
       return null;
     }
     if (head.contentLength > cfg.max_body_bytes) {
@@ -98,11 +113,17 @@ export class RequestIntake {
         ds,
         Errors.bodyTooLarge,
         `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
+        head.requestId,
       );
       return null;
     }
     if (head.method === 'CONNECT') {
-      this.refuse(ds, Errors.methodNotSupported, 'CONNECT is not supported: Sluice is a reverse proxy');
+      this.refuse(
+        ds,
+        Errors.methodNotSupported,
+        'CONNECT is not supported: Sluice is a reverse proxy',
+        head.requestId,
+      );
       return null;
     }
     const shedder = this.shedder;
@@ -141,15 +162,16 @@ export class RequestIntake {
   }
 
   /** Refuses a request before it becomes a session; these kinds always close the connection. */
-  refuse(ds: Downstream, kind: ErrorKind, message: string): void {
+  refuse(ds: Downstream, kind: ErrorKind, message: string, requestId: string | null = null): void {
     const stats = this.host.stats;
     stats.countRejected(kind.id);
     const refusal = refusalOfKind(kind);
     stats.refused[refusal]!++;
     stats.accessLog?.writeRefused(kind.status, REFUSALS[refusal]!.reason);
+    // The client's request id when it sent a valid one, else a new one, as on every other answer.
     ds.reply(
       kind.status,
-      ['content-type', 'application/json'],
+      ['content-type', 'application/json', 'x-request-id', requestId ?? nextRequestId()],
       errorBody(kind, message),
       kind.closeConnection,
     );

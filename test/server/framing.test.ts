@@ -282,6 +282,18 @@ for (const engine of ENGINES)
       });
     });
 
+    it("gives a refusal the client's x-request-id, or a new one", async () => {
+      const head = `POST /v1/completions HTTP/1.1\r\nHost: sluice.test\r\nContent-Length: ${MAX_BODY + 1}\r\n`;
+      const echoed = await rawRequest(t.url, `${head}x-request-id: client-id-42\r\n\r\n`);
+      echoed.conn.destroy();
+      assert.equal(echoed.response.status, 413);
+      assert.equal(rawHeader(echoed.response, 'x-request-id'), 'client-id-42');
+      const fresh = await rawRequest(t.url, `${head}\r\n`);
+      fresh.conn.destroy();
+      assert.equal(fresh.response.status, 413);
+      assert.match(rawHeader(fresh.response, 'x-request-id') ?? '', /^\S{8,}$/);
+    });
+
     it('accepts a body of exactly max_body_bytes', async () => {
       const body = randomBytes(MAX_BODY);
       const conn = await RawConnection.open(t.url);
