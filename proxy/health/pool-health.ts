@@ -80,15 +80,27 @@ export class PoolHealth {
     this.outlier.options = opts.outlier;
     const now = opts.now();
     const keep = new Set(nodes);
-    for (const h of [...this.states.values()]) if (!keep.has(h.node)) this.forget(h);
+    // A reload that changes a node's connection settings gives it a new object for the same URL:
+    // its verdict (ejection, failing checks, ramp) carries over instead of starting clean.
+    const leaving = new Map<string, NodeHealth>();
+    for (const h of [...this.states.values()]) {
+      if (keep.has(h.node)) continue;
+      leaving.set(h.node.id, carriedHealth(h));
+      this.forget(h);
+    }
     for (const node of nodes) {
       let h = this.states.get(node);
       if (h === undefined) {
+        const before = leaving.get(node.id);
         h = new NodeHealth(node);
         this.states.set(node, h);
-        node.available = true;
-        node.weightFactor = 1;
-        if (this.started) this.startRamp(h, now);
+        if (before !== undefined) {
+          this.adopt(h, before);
+        } else {
+          node.available = true;
+          node.weightFactor = 1;
+          if (this.started) this.startRamp(h, now);
+        }
       }
       this.configureChecker(h);
       this.configureScraper(h);
@@ -294,6 +306,25 @@ export class PoolHealth {
     h.scraper.start();
   }
 
+  /** Gives `h` (a new object of a node) the verdict `before` carried from its previous object. */
+  private adopt(h: NodeHealth, before: NodeHealth): void {
+    h.out = before.out;
+    h.consecutiveFailures = before.consecutiveFailures;
+    h.lastFailure = before.lastFailure;
+    h.ejected = before.ejected;
+    h.ejectedUntilMs = before.ejectedUntilMs;
+    h.ejectionCount = before.ejectionCount;
+    h.lastEjectionEndMs = before.lastEjectionEndMs;
+    h.skipReported = before.skipReported;
+    h.checkDown = before.checkDown;
+    h.rampStartMs = before.rampStartMs;
+    if (h.out) this.outCount++;
+    if (h.ejected) this.outlier.ejectedCount++;
+    h.node.available = !h.out;
+    // A ramp's factor follows from rampStartMs: `refresh` (at the end of `update`) sets it.
+    h.node.weightFactor = 1;
+  }
+
   private forget(h: NodeHealth): void {
     h.checker?.stop();
     h.checker = null;
@@ -328,4 +359,20 @@ export class PoolHealth {
     else this.log?.info(msg);
     this.opts.onEvent?.({ kind, pool: this.poolName, node: h.node.id, reason });
   }
+}
+
+/** A copy of `h`'s verdict, taken before `forget` resets its node. */
+function carriedHealth(h: NodeHealth): NodeHealth {
+  const c = new NodeHealth(h.node);
+  c.out = h.out;
+  c.consecutiveFailures = h.consecutiveFailures;
+  c.lastFailure = h.lastFailure;
+  c.ejected = h.ejected;
+  c.ejectedUntilMs = h.ejectedUntilMs;
+  c.ejectionCount = h.ejectionCount;
+  c.lastEjectionEndMs = h.lastEjectionEndMs;
+  c.skipReported = h.skipReported;
+  c.checkDown = h.checkDown;
+  c.rampStartMs = h.rampStartMs;
+  return c;
 }

@@ -36,6 +36,11 @@ export class NodeRegistry {
     if (node === undefined) {
       node = new UpstreamNode(url, options);
       node.poolName = pool;
+      // Changed connection settings make a new object for a node the pool already has: an
+      // operator's drain of it stands (its health verdict is carried by the pool's health).
+      for (const other of this.nodes.values()) {
+        if (other.poolName === pool && other.id === node.id && other.drained) node.setDrained(true);
+      }
       this.nodes.set(key, node);
     }
     node.refs++;

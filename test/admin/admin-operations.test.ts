@@ -161,6 +161,24 @@ describe('node drain', { timeout: 30_000 }, () => {
     await fetch(`${t!.adminUrl}/admin/nodes/gpu/1/undrain`, { method: 'POST' });
   });
 
+  it('keeps a node drained across a reload that changes its connection settings', async () => {
+    // connect_ms is part of a node's connections: the reload builds new node objects.
+    await fetch(`${t!.adminUrl}/admin/nodes/gpu/1/drain`, { method: 'POST' });
+    await writeFile(
+      t!.configPath,
+      basicConfig(fleet!.urls, '', {
+        route: '    route_header: true',
+        pool: '    timeouts: { connect_ms: 1234 }',
+      }),
+    );
+    const r = (await (await fetch(`${t!.adminUrl}/admin/reload`, { method: 'POST' })).json()) as {
+      result: string;
+    };
+    assert.equal(r.result, 'applied');
+    assert.deepEqual(await spread(6), [6, 0]);
+    await fetch(`${t!.adminUrl}/admin/nodes/gpu/1/undrain`, { method: 'POST' });
+  });
+
   it('answers 404 for an unknown pool or node', async () => {
     assert.equal((await fetch(`${t!.adminUrl}/admin/nodes/nope/0/drain`, { method: 'POST' })).status, 404);
     assert.equal((await fetch(`${t!.adminUrl}/admin/nodes/gpu/9/drain`, { method: 'POST' })).status, 404);

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { HealthEventKind, type PoolHealthOptions } from '../../proxy/health/health-options.js';
 import { PoolHealth } from '../../proxy/health/pool-health.js';
 import { runningProbeLoops } from '../../proxy/health/probe-loop.js';
-import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
+import { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
 import {
   closeNodes,
   EventLog,
@@ -66,6 +66,38 @@ describe('pool health across reloads', () => {
     assert.equal(snap.nodes.find((n) => n.id === b.id)?.consecutiveFailures, 2);
     h.recordFailure(b, 'HTTP 500');
     assert.equal(b.available, false, 'the third failure counts on top of the two before the reload');
+  });
+
+  it('carries the verdict of a node whose object a reload replaced (same URL, new connection settings)', () => {
+    const clock = new ManualClock();
+    const [a, b, c] = idleNodes(3) as [UpstreamNode, UpstreamNode, UpstreamNode];
+    const options: PoolHealthOptions = {
+      outlier: { consecutiveFailures: 2, baseEjectionMs: 1000, maxEjectionPercent: 34 },
+      now: clock.now,
+    };
+    const h = pool(options);
+    h.update([a, b, c], options);
+    for (let i = 0; i < 2; i++) h.recordFailure(a, 'HTTP 500');
+    h.recordFailure(b, 'HTTP 500');
+    assert.equal(a.available, false);
+    // The reload's new objects for a and b (connect_ms changed), c unchanged.
+    const a2 = new UpstreamNode(a.id, { connections: 2, connectTimeoutMs: 900 });
+    const b2 = new UpstreamNode(b.id, { connections: 2, connectTimeoutMs: 900 });
+    try {
+      h.update([a2, b2, c], options);
+      assert.equal(a2.available, false, 'the ejection survives the new object');
+      assert.equal(h.snapshot().ejected, 1);
+      assert.equal(h.snapshot().nodes.find((n) => n.id === b.id)?.consecutiveFailures, 1);
+      // The cap still counts the carried ejection: a second one would exceed 34 % of 3.
+      h.recordFailure(b2, 'HTTP 500');
+      assert.equal(b2.available, true, 'the cap counted the carried ejection');
+      clock.advance(1001);
+      h.refresh();
+      assert.equal(a2.available, true, 'the carried ejection ends on time');
+    } finally {
+      void a2.close();
+      void b2.close();
+    }
   });
 
   it('forgets a node that left: its fields return to the defaults and its ejection frees the cap', () => {
