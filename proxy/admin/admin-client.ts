@@ -8,3 +8,24 @@ export function adminHeaders(env: NodeJS.ProcessEnv = process.env): Record<strin
   const token = env['SLUICE_ADMIN_TOKEN'];
   return token === undefined || token === '' ? {} : { authorization: `Bearer ${token}` };
 }
+
+/**
+ * What went wrong with a request to the admin API, in one line: the reason under `fetch failed`
+ * (`ECONNREFUSED`, a DNS failure, a timeout) rather than that phrase alone.
+ */
+export function fetchFailure(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause = (e as { cause?: unknown }).cause;
+  if (cause instanceof Error) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    return `${e.message}: ${code !== undefined ? `${code} (${cause.message})` : cause.message}`;
+  }
+  return e.message;
+}
+
+/** A hint to add to an admin API's refusal: what to do about a 401. */
+export function statusHint(status: number): string {
+  return status === 401
+    ? ' (the admin API wants its token: set SLUICE_ADMIN_TOKEN to it in the environment)'
+    : '';
+}

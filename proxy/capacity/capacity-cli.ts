@@ -12,7 +12,7 @@ import {
 } from './capacity-model.js';
 import type { CapacityView, PoolCapacityView } from './capacity-view.js';
 import { DEFAULT_TARGET_UTILISATION } from './pool-capacity.js';
-import { adminHeaders } from '../admin/admin-client.js';
+import { adminHeaders, fetchFailure, statusHint } from '../admin/admin-client.js';
 
 /** Where the command writes; the process streams by default, a buffer in tests. */
 export interface CapacityCliOutput {
@@ -255,13 +255,15 @@ async function fromAdmin(a: CapacityCliArgs, out: CapacityCliOutput): Promise<nu
     const res = await fetch(url, { headers: adminHeaders(), signal: AbortSignal.timeout(10_000) });
     const text = await res.text();
     if (res.status !== 200) {
-      out.stderr(`sluice capacity: ${url.href} answered ${res.status}: ${text.trim().slice(0, 300)}\n`);
+      out.stderr(
+        `sluice capacity: ${url.href} answered ${res.status}: ${text.trim().slice(0, 300)}${statusHint(res.status)}\n`,
+      );
       return 1;
     }
     view = JSON.parse(text) as CapacityView;
     if (!Array.isArray(view.pools)) throw new Error('the answer has no "pools" list');
   } catch (e) {
-    out.stderr(`sluice capacity: cannot read ${url.href}: ${e instanceof Error ? e.message : String(e)}\n`);
+    out.stderr(`sluice capacity: cannot read ${url.href}: ${fetchFailure(e)}\n`);
     return 1;
   }
   let pools = view.pools;

@@ -6,7 +6,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { decodeFromCompressedBase64, type Histogram } from 'hdr-histogram-js';
-import { adminHeaders } from '../admin/admin-client.js';
+import { adminHeaders, fetchFailure, statusHint } from '../admin/admin-client.js';
 import type { HistogramsBody } from '../admin/histograms-view.js';
 import { METRICS } from '../metrics/series-metrics.js';
 import { textTable } from '../../loadtest/report/text-table.js';
@@ -106,7 +106,11 @@ async function fetchBody(admin: string, a: StatsArgs): Promise<HistogramsBody> {
   const url = new URL(`/admin/histograms?metric=${a.metric}&view=${a.view}&kind=${kind}`, admin);
   const res = await fetch(url, { headers: adminHeaders(), signal: AbortSignal.timeout(10_000) });
   const text = await res.text();
-  if (res.status !== 200) throw new Error(`${url.href} answered ${res.status}: ${text.trim().slice(0, 300)}`);
+  if (res.status !== 200) {
+    throw new Error(
+      `${url.href} answered ${res.status}: ${text.trim().slice(0, 300)}${statusHint(res.status)}`,
+    );
+  }
   return JSON.parse(text) as HistogramsBody;
 }
 
@@ -140,7 +144,7 @@ export async function runStatsCli(argv: string[], out: StatsCliOutput = processO
       try {
         body = await fetchBody(admin, a);
       } catch (e) {
-        out.stderr(`sluice stats: cannot read ${admin}: ${e instanceof Error ? e.message : String(e)}\n`);
+        out.stderr(`sluice stats: cannot read ${admin}: ${fetchFailure(e)}\n`);
         return 1;
       }
       unit = body.unit;
@@ -206,7 +210,12 @@ export async function runStatsCli(argv: string[], out: StatsCliOutput = processO
     }
     if (a.hgrm !== null) {
       const merged = everything;
-      await writeFile(a.hgrm, merged === null ? '' : merged.outputPercentileDistribution(5, 1 / k));
+      try {
+        await writeFile(a.hgrm, merged === null ? '' : merged.outputPercentileDistribution(5, 1 / k));
+      } catch (e) {
+        out.stderr(`sluice stats: cannot write ${a.hgrm}: ${(e as Error).message}\n`);
+        return 1;
+      }
     }
     return 0;
   } finally {

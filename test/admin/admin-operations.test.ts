@@ -84,7 +84,7 @@ describe('admin token', { timeout: 30_000 }, () => {
     const io = { stdout: (s: string) => out.push(s), stderr: (s: string) => err.push(s) };
     delete process.env['SLUICE_ADMIN_TOKEN'];
     assert.equal(await runStatsCli(['--admin', t!.adminUrl], io), 1);
-    assert.match(err.join(''), /401/);
+    assert.match(err.join(''), /401.*set SLUICE_ADMIN_TOKEN/s);
     process.env['SLUICE_ADMIN_TOKEN'] = TOKEN;
     try {
       assert.equal(await runStatsCli(['--admin', t!.adminUrl], io), 0);

@@ -88,6 +88,12 @@ describe('sluice stats', { timeout: 30_000 }, () => {
     assert.match(c.err.join(''), /--metric must be one of/);
     const d = capture();
     assert.equal(await runStatsCli(['--admin', 'http://127.0.0.1:1'], d.io), 1);
-    assert.match(d.err.join(''), /cannot read http:\/\/127\.0\.0\.1:1/);
+    assert.match(d.err.join(''), /cannot read http:\/\/127\.0\.0\.1:1: fetch failed: bad port/);
+  });
+
+  it('exits 1 with one line when the .hgrm file cannot be written', async () => {
+    const c = capture();
+    assert.equal(await runStatsCli(['--admin', a!.adminUrl, '--hgrm', '/nonexistent-dir/out.hgrm'], c.io), 1);
+    assert.match(c.err.join(''), /^sluice stats: cannot write \/nonexistent-dir\/out\.hgrm: ENOENT/);
   });
 });
