@@ -1044,6 +1044,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   respond(status: number, headers: readonly string[], body: string | Uint8Array): void {
     if (this.finished) return;
     this.status = status;
+    this.rec.bytes += typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     this.downstream.reply(status, [...headers, 'x-request-id', this.id], body, this.host.draining);
     this.finish();
   }
@@ -1056,12 +1057,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.rec.errorCode = kind.code;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
-    this.downstream.reply(
-      kind.status,
-      headers,
-      errorBody(kind, message),
-      kind.closeConnection || this.host.draining,
-    );
+    const body = errorBody(kind, message);
+    this.rec.bytes += Buffer.byteLength(body);
+    this.downstream.reply(kind.status, headers, body, kind.closeConnection || this.host.draining);
     this.finish();
   }
 

@@ -56,7 +56,7 @@ export class RequestRecord {
   private lastChunkMs = 0;
   /** Streams: time to first token, ms; -1 when none. */
   ttftMs = -1;
-  /** Body bytes forwarded to the client. */
+  /** Body bytes sent to the client: forwarded from a node, or of Sluice's own reply. */
   bytes = 0;
   /** Micro-batching: window wait (ms) and batch size; -1 when not batched. */
   batchWaitMs = -1;

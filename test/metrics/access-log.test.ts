@@ -114,7 +114,7 @@ describe('access log', { timeout: 30_000 }, () => {
     }
     const refused = await chat(t!, { n: 3 }, null);
     assert.equal(refused.status, 401);
-    await refused.text();
+    const refusal = await refused.text();
     const got = await lines(t!, 3);
     assert.equal(got.length, 3);
     const [plain, stream, denied] = got as [Line, Line, Line];
@@ -141,6 +141,7 @@ describe('access log', { timeout: 30_000 }, () => {
     assert.equal(denied.tenant, null);
     assert.equal(denied.refusal, 'invalid_api_key');
     assert.equal(denied.attempts, 0);
+    assert.equal(denied.bytes, Buffer.byteLength(refusal), "the bytes of Sluice's own reply");
     const raw = await readFile(join(dirname(t!.configPath), 'logs', 'access.log'), 'utf8');
     assert.equal(raw.includes(KEY), false, 'no API key');
     assert.equal(raw.includes('should-not-appear'), false, 'no query string');
