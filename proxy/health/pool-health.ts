@@ -4,7 +4,7 @@
  * `saturated`). One instance per pool name lives across reloads; it never picks nodes or sends traffic.
  */
 import type { UpstreamNode } from '../upstream/upstream-node.js';
-import { ActiveChecker } from './active-check.js';
+import { ActiveChecker, CheckState } from './active-check.js';
 import {
   HealthEventKind,
   resolveHealthOptions,
@@ -266,9 +266,9 @@ export class PoolHealth {
   private configureChecker(h: NodeHealth): void {
     const options = this.opts.activeCheck;
     if (options === null) {
-      if (h.checker === null) return;
-      h.checker.stop();
+      h.checker?.stop();
       h.checker = null;
+      // Also a verdict carried from a replaced object of the node, which has no checker yet.
       if (h.checkDown) {
         h.checkDown = false;
         this.settle(h, this.opts.now(), HealthEventKind.checkUp, 'active checks disabled');
@@ -285,6 +285,9 @@ export class PoolHealth {
       this.settle(h, this.opts.now(), down ? HealthEventKind.checkDown : HealthEventKind.checkUp, reason);
       this.refresh();
     });
+    // A node found down before a reload replaced its object stays down until it passes
+    // healthy_threshold probes, as with its old checker (a fresh checker would go up silently).
+    if (h.checkDown) h.checker.state = CheckState.down;
     h.checker.start();
   }
 

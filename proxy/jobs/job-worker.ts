@@ -228,11 +228,16 @@ export class JobWorker {
       if (list === undefined) byBatch.set(item.batchId, [item]);
       else list.push(item);
     }
-    for (const [batchId, items] of byBatch) {
-      const status = (await this.backend.getBatch(items[0]!.owner, batchId)).status;
-      if (status !== 'cancelling' && status !== 'cancelled') continue;
-      for (const item of items) this.held.get(item)?.abort(new Error(`batch ${batchId} was cancelled`));
-    }
+    await Promise.all(
+      [...byBatch].map(async ([batchId, items]) => {
+        // One batch that cannot be read (a backend blip) does not keep the others unchecked.
+        const status = await this.guard(
+          async () => (await this.backend.getBatch(items[0]!.owner, batchId)).status,
+        );
+        if (status !== 'cancelling' && status !== 'cancelled') return;
+        for (const item of items) this.held.get(item)?.abort(new Error(`batch ${batchId} was cancelled`));
+      }),
+    );
   }
 
   private availableTokens(): number {

@@ -25,6 +25,8 @@ export class NodeRegistry {
    * ones' totals.
    */
   readonly retired = new Map<string, RetiredCounts>();
+  /** Nodes an operator drained, by `drainKey`. */
+  private readonly drains = new Set<string>();
 
   /**
    * Returns pool `pool`'s node for `url` (an origin, as the config loader normalises node URLs) with
@@ -36,23 +38,39 @@ export class NodeRegistry {
     if (node === undefined) {
       node = new UpstreamNode(url, options);
       node.poolName = pool;
-      // Changed connection settings make a new object for a node the pool already has: an
-      // operator's drain of it stands (its health verdict is carried by the pool's health).
-      for (const other of this.nodes.values()) {
-        if (other.poolName === pool && other.id === node.id && other.drained) node.setDrained(true);
-      }
       this.nodes.set(key, node);
     }
+    // Changed connection settings make a new object for a node the pool already has (and a reload
+    // back to earlier settings may reuse an old one): every object follows the operator's drain.
+    node.setDrained(this.drains.has(drainKey(pool, node.id)));
     node.refs++;
     return node;
+  }
+
+  /**
+   * Drains or undrains a pool's node (the admin API): every live object of it, and those a reload
+   * makes for it later, while the pool keeps the node.
+   */
+  setDrained(node: UpstreamNode, drained: boolean): void {
+    const key = drainKey(node.poolName, node.id);
+    if (drained) this.drains.add(key);
+    else this.drains.delete(key);
+    for (const n of this.nodes.values()) {
+      if (n.poolName === node.poolName && n.id === node.id) n.setDrained(drained);
+    }
+    node.setDrained(drained);
   }
 
   /** Drops one reference; closes the node's connections when nothing references it. */
   release(node: UpstreamNode): void {
     if (--node.refs > 0) return;
+    let others = false;
     for (const [key, n] of this.nodes) {
       if (n === node) this.nodes.delete(key);
+      else if (n.poolName === node.poolName && n.id === node.id) others = true;
     }
+    // A node the pool no longer has loses its drain: added again later, it starts undrained.
+    if (!others) this.drains.delete(drainKey(node.poolName, node.id));
     const key = retiredKey(node.poolName, node.id);
     const r = this.retired.get(key);
     if (r === undefined) this.retired.set(key, { attempts: node.attempts, failures: node.failures });
@@ -74,4 +92,9 @@ export class NodeRegistry {
     this.nodes.clear();
     await Promise.allSettled(all.map((n) => n.destroy()));
   }
+}
+
+/** The key of a drained node: a pool's node by its id (origin). */
+function drainKey(pool: string, id: string): string {
+  return `${pool}|${id}`;
 }

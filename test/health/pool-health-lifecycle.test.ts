@@ -185,6 +185,38 @@ describe('pool health across reloads', () => {
     assert.equal(log.of(HealthEventKind.returned).length, 1);
   });
 
+  it('keeps a node that failed its checks out across a reload that replaces its object, until its checks pass', async () => {
+    let status = 503;
+    const s = await startCountingServer((_req, res) => {
+      res.statusCode = status;
+      res.end();
+    });
+    servers.push(s);
+    const a = liveNode(s.url);
+    const checked: PoolHealthOptions = {
+      activeCheck: { intervalMs: 10, unhealthyThreshold: 1, healthyThreshold: 2 },
+      slowStartMs: 0,
+    };
+    const h = pool(checked);
+    h.update([a], checked);
+    await waitFor(() => !a.available, 'the failing node to go out');
+    // The reload's new object for the node (its connection settings changed).
+    const a2 = liveNode(s.url);
+    h.update([a2], checked);
+    assert.equal(a2.available, false, 'the verdict carried over');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(a2.available, false, 'still failing: still out');
+    status = 200;
+    await waitFor(() => a2.available, 'the node to come back once its probes pass');
+    // A reload that replaces it again and turns checks off brings it back at once (checks on it
+    // are gone), even before a checker of the new object existed.
+    status = 503;
+    await waitFor(() => !a2.available, 'out again');
+    const a3 = liveNode(s.url);
+    h.update([a3], { slowStartMs: 0 });
+    assert.equal(a3.available, true);
+  });
+
   it('rejects options out of range and changes nothing', () => {
     const [a] = idleNodes(1) as [UpstreamNode];
     const h = pool({});
