@@ -6,20 +6,21 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
+import { startScriptedNode, type ScriptedNode } from '../helpers/scripted-node.js';
 import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 import { PROBE_PLUGIN } from '../plugin/plugin-helpers.js';
 
 const EVENT = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n';
 
 describe('a node that lingers after [DONE]', { timeout: 60_000 }, () => {
-  let node: Server | null = null;
+  let node: ScriptedNode | null = null;
   let t: TestSluice | null = null;
   const open = new Set<ServerResponse>();
 
   before(async () => {
-    node = createServer((req, res) => {
+    node = await startScriptedNode((req, res) => {
       req.resume();
       req.on('end', () => {
         const shape = req.headers['x-shape'];
@@ -38,9 +39,7 @@ describe('a node that lingers after [DONE]', { timeout: 60_000 }, () => {
         // 'linger': the body stays open until the test ends.
       });
     });
-    await new Promise<void>((r) => node!.listen(0, '127.0.0.1', r));
-    const addr = node.address();
-    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+    const url = node.url;
     t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
@@ -65,7 +64,7 @@ routes:
   after(async () => {
     await t?.close();
     for (const res of open) res.destroy();
-    await new Promise<void>((r) => (node === null ? r() : node.close(() => r())));
+    await node?.close();
   });
 
   const gpu = (): UpstreamNode => t!.sluice.current.pools.get('gpu')!.members[0]!.node;

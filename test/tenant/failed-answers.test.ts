@@ -5,19 +5,18 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { startScriptedNode, tenantsSection, type ScriptedNode } from '../helpers/scripted-node.js';
 import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const KEY = 'sk-failed-answers-000000000000000';
 const KEY_B = 'sk-failed-answers-b00000000000000';
 
 describe('token charges of error answers', { timeout: 60_000 }, () => {
-  let node: Server | null = null;
+  let node: ScriptedNode | null = null;
   let t: TestSluice | null = null;
 
   before(async () => {
-    node = createServer((req, res) => {
+    node = await startScriptedNode((req, res) => {
       req.resume();
       req.on('end', () => {
         if (req.headers['x-status'] === 'slow-stream') {
@@ -35,10 +34,7 @@ describe('token charges of error answers', { timeout: 60_000 }, () => {
         res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       });
     });
-    await new Promise<void>((r) => node!.listen(0, '127.0.0.1', r));
-    const addr = node.address();
-    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
-    const sha = createHash('sha256').update(KEY).digest('hex');
+    const url = node.url;
     t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
@@ -48,19 +44,15 @@ routes:
     match: { path: /v1/chat/completions }
     pool: gpu
     retries: { max: 0 }
-tenants:
-  - name: a
-    keys: [{ sha256: ${sha} }]
-    limits: { tokens_per_minute: 1000 }
-  - name: b
-    keys: [{ sha256: ${createHash('sha256').update(KEY_B).digest('hex')} }]
-    limits: { tokens_per_minute: 1000 }
-`);
+${tenantsSection([
+  { name: 'a', key: KEY, limits: '{ tokens_per_minute: 1000 }' },
+  { name: 'b', key: KEY_B, limits: '{ tokens_per_minute: 1000 }' },
+])}`);
   });
 
   after(async () => {
     await t?.close();
-    await new Promise<void>((r) => (node === null ? r() : node.close(() => r())));
+    await node?.close();
   });
 
   function chat(status: number): Promise<Response> {

@@ -5,8 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { startScriptedNode, tenantsSection, type ScriptedNode } from '../helpers/scripted-node.js';
 import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 const KEY = 'sk-stream-usage-0000000000000000';
@@ -25,11 +24,11 @@ async function trickle(res: import('node:http').ServerResponse, parts: readonly 
 }
 
 describe('token usage at the end of a stream', { timeout: 60_000 }, () => {
-  let node: Server | null = null;
+  let node: ScriptedNode | null = null;
   let t: TestSluice | null = null;
 
   before(async () => {
-    node = createServer((req, res) => {
+    node = await startScriptedNode((req, res) => {
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -41,10 +40,7 @@ describe('token usage at the end of a stream', { timeout: 60_000 }, () => {
         void trickle(res, parts);
       });
     });
-    await new Promise<void>((r) => node!.listen(0, '127.0.0.1', r));
-    const addr = node.address();
-    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
-    const sha = createHash('sha256').update(KEY).digest('hex');
+    const url = node.url;
     t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
@@ -53,16 +49,12 @@ routes:
   - name: chat
     match: { path: /v1/chat/completions }
     pool: gpu
-tenants:
-  - name: a
-    keys: [{ sha256: ${sha} }]
-    limits: { tokens_per_minute: 10000 }
-`);
+${tenantsSection([{ name: 'a', key: KEY, limits: '{ tokens_per_minute: 10000 }' }])}`);
   });
 
   after(async () => {
     await t?.close();
-    await new Promise<void>((r) => (node === null ? r() : node.close(() => r())));
+    await node?.close();
   });
 
   /** Remaining tokens after one more stream of the given shape, from the next answer's headers. */

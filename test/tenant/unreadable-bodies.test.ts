@@ -6,20 +6,19 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { startScriptedNode, tenantsSection, type ScriptedNode } from '../helpers/scripted-node.js';
 import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 const KEY = 'sk-unreadable-0000000000000000000';
 const ANSWER = JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
 
 describe('bodies a limited tenant sends that Sluice cannot read', { timeout: 60_000 }, () => {
-  let node: Server | null = null;
+  let node: ScriptedNode | null = null;
   let served = 0;
   let t: TestSluice | null = null;
 
   before(async () => {
-    node = createServer((req, res) => {
+    node = await startScriptedNode((req, res) => {
       req.resume();
       req.on('end', () => {
         served++;
@@ -27,10 +26,7 @@ describe('bodies a limited tenant sends that Sluice cannot read', { timeout: 60_
         res.writeHead(200, { 'content-type': 'application/json' }).end(ANSWER);
       });
     });
-    await new Promise<void>((r) => node!.listen(0, '127.0.0.1', r));
-    const addr = node.address();
-    const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
-    const sha = createHash('sha256').update(KEY).digest('hex');
+    const url = node.url;
     t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: gpu
     nodes:
@@ -39,16 +35,12 @@ routes:
   - name: chat
     match: { path_prefix: /v1/ }
     pool: gpu
-tenants:
-  - name: a
-    keys: [{ sha256: ${sha} }]
-    limits: { tokens_per_minute: 1000 }
-`);
+${tenantsSection([{ name: 'a', key: KEY, limits: '{ tokens_per_minute: 1000 }' }])}`);
   });
 
   after(async () => {
     await t?.close();
-    await new Promise<void>((r) => (node === null ? r() : node.close(() => r())));
+    await node?.close();
   });
 
   function post(

@@ -1,0 +1,50 @@
+/**
+ * Test helper: a node scripted by the test (`node:http` on loopback) for behaviours no simulated
+ * node has (a usage event after keep-alive comments, a stream that lingers after `[DONE]`, error
+ * answers without usage), and the tenants section of a config that keys tenants by their digests.
+ */
+import { createHash } from 'node:crypto';
+import { createServer, type RequestListener, type Server } from 'node:http';
+
+/** A running scripted node. */
+export interface ScriptedNode {
+  readonly server: Server;
+  /** `http://127.0.0.1:PORT`. */
+  readonly url: string;
+  /** Closes every connection, then the server (an open keep-alive connection cannot hold it). */
+  close(): Promise<void>;
+}
+
+/** Starts a node answering with `handler` on a free loopback port. */
+export async function startScriptedNode(handler: RequestListener): Promise<ScriptedNode> {
+  const server = createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = server.address();
+  const url = `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`;
+  return {
+    server,
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** One tenant of `tenantsSection`: its name, its API key (configured by digest) and its `limits` (YAML flow map). */
+export interface TestTenant {
+  name: string;
+  key: string;
+  limits: string;
+}
+
+/** The `tenants:` section of a config for `tenants`, each key given by its SHA-256 digest. */
+export function tenantsSection(tenants: readonly TestTenant[]): string {
+  const lines = ['tenants:'];
+  for (const t of tenants) {
+    const sha = createHash('sha256').update(t.key).digest('hex');
+    lines.push(`  - name: ${t.name}`, `    keys: [{ sha256: ${sha} }]`, `    limits: ${t.limits}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
