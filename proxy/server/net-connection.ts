@@ -50,12 +50,6 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   private closing = false;
   private paused = false;
   private closed = false;
-  /** A `wake` is queued as a microtask (see `advance`). */
-  private wakeQueued = false;
-  private readonly wakeTask = (): void => {
-    this.wakeQueued = false;
-    this.wake();
-  };
   /** Called once when the socket closed (the listener forgets the connection). */
   private readonly onClosed: (c: NetConnection) => void;
 
@@ -262,14 +256,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
       if (!this.parser.midRequest && this.headDeadline === 0)
         this.headDeadline = nowMs() + this.rt.config.header_timeout_ms;
     }
-    // An answer usually completes inside its node client's callback (undici's parser of that
-    // connection is running): the next exchange's stream, paused at the write buffer, is resumed
-    // once that callback has returned, since undici refuses to resume one connection's parser
-    // inside another's (the resume was lost and the stream stalled until idle_ms).
-    if (!this.wakeQueued && q.length > 0) {
-      this.wakeQueued = true;
-      queueMicrotask(this.wakeTask);
-    }
+    this.wake();
     if (this.paused && !this.closing && q.length < this.rt.config.pipelining) {
       this.paused = false;
       this.socket.resume();
