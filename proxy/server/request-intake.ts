@@ -134,7 +134,10 @@ export class RequestIntake {
       stats.countRejected(Errors.proxyOverloaded.id);
       stats.refused[Refusal.proxyOverloaded]!++;
       stats.accessLog?.writeRefused(503, REFUSALS[Refusal.proxyOverloaded]!.reason);
-      ds.reply(503, shedder.replyHeaders, shedder.replyBody, false);
+      // The prepared head plus the request id every answer carries (the client's when valid).
+      const headers = shedder.replyHeaders.slice();
+      headers.push('x-request-id', head.requestId ?? nextRequestId());
+      ds.reply(503, headers, shedder.replyBody, false);
       return null;
     }
     const id = head.requestId ?? nextRequestId();

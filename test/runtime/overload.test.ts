@@ -116,8 +116,17 @@ describe('overload of Sluice itself', { timeout: 120_000 }, () => {
     );
     try {
       await waitFor(() => t.sluice.overload?.shedding === true, 5000, 'shedding on heap');
-      const r = await fetch(`${t.url}/v1/chat/completions`, { method: 'POST', body: BODY });
+      const r = await fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        body: BODY,
+        headers: { 'x-request-id': 'shed-me-1' },
+      });
       assert.equal(r.status, 503);
+      assert.equal(r.headers.get('x-request-id'), 'shed-me-1', 'the client\'s request id comes back');
+      const other = await fetch(`${t.url}/v1/chat/completions`, { method: 'POST', body: BODY });
+      assert.equal(other.status, 503);
+      assert.match(other.headers.get('x-request-id') ?? '', /^\S{8,}$/, 'a new id when the client sent none');
+      await other.arrayBuffer();
       assert.match(await r.text(), /heap [\d.]+ % of its limit, threshold 0\.01 %/);
       assert.ok((await metric(t, 'sluice_overload_heap_used_ratio')) > 0);
       await writeFile(
