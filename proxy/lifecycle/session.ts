@@ -525,6 +525,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const p = this.plug;
     const headers = p === null ? this.headers : p.upstreamHeaders();
     if (this.rec.trace !== null) this.rec.onAttemptStart(att, headers);
+    // The node asked last, until one answers (onHead): a request no node answered is logged with it.
+    this.rec.node = att.node;
     // The attempt keeps its own time-to-first-byte and body-gap deadlines (attempt.ts): undici's
     // are off (0).
     const route = this.route!;

@@ -43,7 +43,7 @@ export interface QueueTiming {
 
 export class RequestRecord {
   readonly stats: StatsRegistry;
-  /** The node whose answer went to the client, once its head arrived. */
+  /** The node whose answer went to the client once its head arrived; before that, the node asked last. */
   node: UpstreamNode | null = null;
   /** Series of the route × pool × node that answered (null until the head). */
   series: MetricSeries | null = null;

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { refusedPort } from '../helpers/refused-port.js';
 import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const KEY = 'sk-access-log-secret-5678';
@@ -158,5 +159,22 @@ describe('access log', { timeout: 30_000 }, () => {
     );
     const metrics = await (await fetch(`${sampled!.adminUrl}/metrics`)).text();
     assert.match(metrics, /^sluice_access_log_sampled_out_total 5$/m);
+  });
+
+  it('names the node that failed when no node answered', async () => {
+    const dead = `http://127.0.0.1:${await refusedPort()}`;
+    const d = await startTestSluice(config([dead], 1));
+    try {
+      const r = await chat(d, { n: 20 }, KEY);
+      assert.equal(r.status, 502);
+      await r.text();
+      const [line] = await lines(d, 1);
+      assert.equal(line!.request_id, 'req-20');
+      assert.equal(line!.status, 502);
+      assert.equal(line!.node, dead, 'the node tried is named, not null');
+      assert.equal(line!.error, 'upstream_connect_error');
+    } finally {
+      await d.close();
+    }
   });
 });
