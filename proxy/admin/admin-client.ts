@@ -23,9 +23,14 @@ export function fetchFailure(e: unknown): string {
   return e.message;
 }
 
-/** A hint to add to an admin API's refusal: what to do about a 401. */
-export function statusHint(status: number): string {
-  return status === 401
+/**
+ * A hint to add to an admin API's refusal: what to do about a 401, which depends on whether a token
+ * was sent (`SLUICE_ADMIN_TOKEN` set) or not.
+ */
+export function statusHint(status: number, env: NodeJS.ProcessEnv = process.env): string {
+  if (status !== 401) return '';
+  const token = env['SLUICE_ADMIN_TOKEN'];
+  return token === undefined || token === ''
     ? ' (the admin API wants its token: set SLUICE_ADMIN_TOKEN to it in the environment)'
-    : '';
+    : ' (the admin API refused the token in SLUICE_ADMIN_TOKEN: it is not the one Sluice was started with)';
 }

@@ -96,4 +96,32 @@ describe('sluice stats', { timeout: 30_000 }, () => {
     assert.equal(await runStatsCli(['--admin', a!.adminUrl, '--hgrm', '/nonexistent-dir/out.hgrm'], c.io), 1);
     assert.match(c.err.join(''), /^sluice stats: cannot write \/nonexistent-dir\/out\.hgrm: ENOENT/);
   });
+
+  it('says whether a 401 wants the token set or refused the one set', async () => {
+    process.env['SLUICE_TEST_STATS_ADMIN_TOKEN'] = 'stats-admin-token';
+    const yaml = basicConfig(fleet!.urls).replace(
+      '  port: 0\npools:',
+      '  port: 0\n  token: { env: SLUICE_TEST_STATS_ADMIN_TOKEN }\npools:',
+    );
+    assert.match(yaml, /SLUICE_TEST_STATS_ADMIN_TOKEN/);
+    const guarded = await startTestSluice(yaml);
+    const saved = process.env['SLUICE_ADMIN_TOKEN'];
+    try {
+      delete process.env['SLUICE_ADMIN_TOKEN'];
+      const unset = capture();
+      assert.equal(await runStatsCli(['--admin', guarded.adminUrl], unset.io), 1);
+      assert.match(unset.err.join(''), /answered 401: [^]*set SLUICE_ADMIN_TOKEN to it/);
+      process.env['SLUICE_ADMIN_TOKEN'] = 'not-the-token';
+      const wrong = capture();
+      assert.equal(await runStatsCli(['--admin', guarded.adminUrl], wrong.io), 1);
+      assert.match(wrong.err.join(''), /answered 401: [^]*refused the token in SLUICE_ADMIN_TOKEN/);
+      process.env['SLUICE_ADMIN_TOKEN'] = 'stats-admin-token';
+      const right = capture();
+      assert.equal(await runStatsCli(['--admin', guarded.adminUrl, '--view', 'total'], right.io), 0);
+    } finally {
+      if (saved === undefined) delete process.env['SLUICE_ADMIN_TOKEN'];
+      else process.env['SLUICE_ADMIN_TOKEN'] = saved;
+      await guarded.close();
+    }
+  });
 });
