@@ -16,6 +16,8 @@ import { statsView } from '../admin/stats-view.js';
 import { statusPageHtml } from '../admin/status-page.js';
 import { EventLoopMonitor } from '../metrics/event-loop-monitor.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
+import type { PoolMember } from '../balance/balance-policy.js';
+import type { Pool } from '../pool/pool.js';
 import { CapacityMonitor } from '../capacity/capacity-monitor.js';
 import { capacityView } from '../capacity/capacity-view.js';
 import { capacityPoolsOf } from '../capacity/plan-pools.js';
@@ -381,26 +383,32 @@ export class Sluice {
       hedge_wins: p.state.hedgeWins,
       no_node: p.state.noNode,
       fallback_served: p.state.fellBack,
-      nodes: p.members.map((m) => ({
-        id: m.node.id,
-        weight: m.weight,
-        available: m.node.available,
-        saturated: m.node.saturated,
-        weight_factor: m.node.weightFactor,
-        in_flight: m.node.inFlight,
-        in_flight_tokens: p.policy.weighsCost ? m.node.inFlightCost : null,
-        ttfb_ewma_ms: m.node.ttfbEwmaMs < 0 ? null : Math.round(m.node.ttfbEwmaMs * 100) / 100,
-        prefill_queue_tokens: m.node.timing.pendingTokens,
-        ttft_ms_per_token: learnedRate(m.node.timing.ttftRate.perUnit()),
-        ttft_base_ms: learnedRate(m.node.timing.ttftRate.base()),
-        head_ms_per_token: learnedRate(m.node.timing.headRate.perUnit()),
-        head_base_ms: learnedRate(m.node.timing.headRate.base()),
-        drained: m.node.drained,
-        attempts: m.node.attempts,
-        failures: m.node.failures,
-      })),
+      nodes: p.members.map((m) => this.nodeView(p, m)),
       health: p.state.health?.snapshot() ?? null,
     }));
+  }
+
+  /** One node of `/admin/nodes`: its counters over every object a reload made for it. */
+  private nodeView(p: Pool, m: PoolMember): unknown {
+    const totals = this.registry.totals(m.node);
+    return {
+      id: m.node.id,
+      weight: m.weight,
+      available: m.node.available,
+      saturated: m.node.saturated,
+      weight_factor: m.node.weightFactor,
+      in_flight: totals.inFlight,
+      in_flight_tokens: p.policy.weighsCost ? m.node.inFlightCost : null,
+      ttfb_ewma_ms: m.node.ttfbEwmaMs < 0 ? null : Math.round(m.node.ttfbEwmaMs * 100) / 100,
+      prefill_queue_tokens: m.node.timing.pendingTokens,
+      ttft_ms_per_token: learnedRate(m.node.timing.ttftRate.perUnit()),
+      ttft_base_ms: learnedRate(m.node.timing.ttftRate.base()),
+      head_ms_per_token: learnedRate(m.node.timing.headRate.perUnit()),
+      head_base_ms: learnedRate(m.node.timing.headRate.base()),
+      drained: m.node.drained,
+      attempts: totals.attempts,
+      failures: totals.failures,
+    };
   }
 
   /**

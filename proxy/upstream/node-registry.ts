@@ -12,6 +12,13 @@ export interface RetiredCounts {
   failures: number;
 }
 
+/** A pool's node over all its objects (`NodeRegistry.totals`). */
+export interface NodeTotals {
+  attempts: number;
+  failures: number;
+  inFlight: number;
+}
+
 /** The key of `retired`: a pool's node by URL. */
 export function retiredKey(pool: string, url: string): string {
   return `${pool}|${url}`;
@@ -79,6 +86,22 @@ export class NodeRegistry {
       r.failures += node.failures;
     }
     void node.close().catch(() => undefined);
+  }
+
+  /**
+   * A pool's node counted over every object it has had: the live ones (a reload that changed the
+   * pool's connection settings keeps the old object until its requests end) and the closed ones.
+   */
+  totals(node: UpstreamNode): NodeTotals {
+    const gone = this.retired.get(retiredKey(node.poolName, node.id));
+    const t: NodeTotals = { attempts: gone?.attempts ?? 0, failures: gone?.failures ?? 0, inFlight: 0 };
+    for (const n of this.nodes.values()) {
+      if (n.poolName !== node.poolName || n.id !== node.id) continue;
+      t.attempts += n.attempts;
+      t.failures += n.failures;
+      t.inFlight += n.inFlight;
+    }
+    return t;
   }
 
   /** Every live node (for metrics). */

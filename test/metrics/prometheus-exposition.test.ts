@@ -207,5 +207,13 @@ routes:
       'the old node object to close',
     );
     assert.equal(await attempts(), before + 1);
+    // The admin API counts the node the same way: the old object's attempts are not lost.
+    const nodes = (await (await fetch(`${t!.adminUrl}/admin/nodes`)).json()) as {
+      pool: string;
+      nodes: { id: string; attempts: number; failures: number; in_flight: number }[];
+    }[];
+    const a = nodes.find((p) => p.pool === 'a')!.nodes.find((n) => n.id === url)!;
+    assert.equal(a.attempts, before + 1, '/admin/nodes attempts over every object of the node');
+    assert.equal(a.in_flight, 0);
   });
 });
