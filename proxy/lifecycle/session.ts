@@ -1031,7 +1031,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.sse) {
       // The blank lines end a partly forwarded line or event first, so the error is an event of
       // its own rather than the tail of a cut line (that a client would drop as an unknown field).
-      this.downstream.write(Buffer.from(`\n\n${errorEvent(e.kind, e.message)}`));
+      const event = Buffer.from(`\n\n${errorEvent(e.kind, e.message)}`);
+      this.rec.bytes += event.length;
+      this.downstream.write(event);
       this.downstream.end();
     } else {
       this.downstream.destroy();

@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { refusedPort } from '../helpers/refused-port.js';
+import { startScriptedNode } from '../helpers/scripted-node.js';
 import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const KEY = 'sk-access-log-secret-5678';
@@ -175,6 +176,28 @@ describe('access log', { timeout: 30_000 }, () => {
       assert.equal(line!.error, 'upstream_connect_error');
     } finally {
       await d.close();
+    }
+  });
+
+  it('counts the error event that ends a broken stream in bytes', async () => {
+    // Two events, the second cut mid-line, then the connection drops.
+    const node = await startScriptedNode((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choi');
+      setTimeout(() => res.socket?.destroy(), 50);
+    });
+    const d = await startTestSluice(config([node.url], 1));
+    try {
+      const r = await chat(d, { n: 30, stream: true }, KEY);
+      assert.equal(r.status, 200);
+      const received = Buffer.from(await r.arrayBuffer());
+      assert.match(received.toString(), /\n\ndata: \{"error":.*"code":"upstream_connection_reset"/);
+      const [line] = await lines(d, 1);
+      assert.equal(line!.request_id, 'req-30');
+      assert.equal(line!.bytes, received.length, 'bytes is what the client received, error event included');
+    } finally {
+      await d.close();
+      await node.close();
     }
   });
 });
