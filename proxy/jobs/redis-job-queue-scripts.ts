@@ -136,8 +136,8 @@ return 1
 );
 
 /**
- * ARGV 4..: max attempts. Fails items whose lease expired after max attempts in running or
- * cancelling batches (`max_attempts_exceeded`). Returns how many.
+ * ARGV 4..: max attempts. Fails items whose lease expired after max attempts in running batches
+ * (`max_attempts_exceeded`; in a cancelling batch the cancel takes them). Returns how many.
  */
 export const POISON = script(
   'poison',
@@ -153,7 +153,7 @@ for _, itemId in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', str(now), 'L
     local l = cjson.decode(raw)
     local f = redis.call('HMGET', bkey(l.b), 'status', 'ending')
     local attempts = tonumber(redis.call('HGET', p .. 'attempts:' .. l.b, l.i) or '0')
-    if (f[1] == 'in_progress' or f[1] == 'cancelling') and not f[2] and attempts >= max then
+    if f[1] == 'in_progress' and not f[2] and attempts >= max then
       if writeResult(l.b, l.i, itemId, 'failed', result) then
         afterResult(l.b)
         n = n + 1

@@ -463,6 +463,30 @@ export function describeJobBackend(
       );
     });
 
+    it('cancels, not poisons, the item whose worker died on its last attempt in a cancelling batch', async () => {
+      const { id } = await batchOf(ALICE, 2);
+      const item = await claimOne('dead', SHORT_LEASE_MS);
+      assert.equal(item.attempts, 1);
+      assert.equal((await b.cancelBatch(ALICE, id)).status, 'cancelling');
+      // One attempt allowed: the expired lease has used it up, but the batch was cancelled first.
+      await eventually(
+        'the cancel to finish',
+        async () => {
+          await b.sweep(1);
+          return status(ALICE, id);
+        },
+        (s) => s === 'cancelled',
+      );
+      const done = await b.getBatch(ALICE, id);
+      assert.deepEqual(
+        (await linesOf(b, ALICE, done.error_file_id)).map((l) => [l.custom_id, l.error?.code]),
+        [
+          ['req-0', 'batch_cancelled'],
+          ['req-1', 'batch_cancelled'],
+        ],
+      );
+    });
+
     it('expires a batch past its completion window, failing what is unfinished and discarding late results', async () => {
       const batch = await batchOf(ALICE, 3, '1s');
       assert.equal(batch.expires_at - batch.created_at, 1);
