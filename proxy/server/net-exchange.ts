@@ -92,6 +92,11 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
     this.startBody(declared, max);
   }
 
+  /** The own engine closes after a refusal and reads what the client still sends for a while (its linger). */
+  keepsRefusedBody(): boolean {
+    return false;
+  }
+
   /** Body bytes from the parser (a view into a received chunk, which is not reused). */
   bodyData(chunk: Buffer): void {
     // HOT

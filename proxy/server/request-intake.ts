@@ -25,6 +25,11 @@ export interface ServerDownstream extends Downstream {
    * `onBody` runs once with the complete body, or `onBodyTooLarge` once when `max` is exceeded.
    */
   readBody(declared: number, max: number): void;
+  /**
+   * Whether a refusal of a declared body of `declared` bytes over the limit may keep the connection
+   * while the body arrives and is dropped (uWS, up to its drop limit), rather than close it.
+   */
+  keepsRefusedBody(declared: number): boolean;
 }
 
 /** One bound listener's settings and counters, shared by its connections. */
@@ -114,6 +119,7 @@ export class RequestIntake {
         Errors.bodyTooLarge,
         `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
         head.requestId,
+        !ds.keepsRefusedBody(head.contentLength),
       );
       return null;
     }
@@ -164,8 +170,17 @@ export class RequestIntake {
     return s;
   }
 
-  /** Refuses a request before it becomes a session; these kinds always close the connection. */
-  refuse(ds: Downstream, kind: ErrorKind, message: string, requestId: string | null = null): void {
+  /**
+   * Refuses a request before it becomes a session; these kinds close the connection unless `close`
+   * says otherwise (a declared body the engine reads and drops).
+   */
+  refuse(
+    ds: Downstream,
+    kind: ErrorKind,
+    message: string,
+    requestId: string | null = null,
+    close = kind.closeConnection,
+  ): void {
     const stats = this.host.stats;
     stats.countRejected(kind.id);
     const refusal = refusalOfKind(kind);
@@ -176,7 +191,7 @@ export class RequestIntake {
       kind.status,
       ['content-type', 'application/json', 'x-request-id', requestId ?? nextRequestId()],
       errorBody(kind, message),
-      kind.closeConnection,
+      close,
     );
   }
 }

@@ -67,6 +67,18 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   dlList: DeadlineList | null = null;
   /** Fires when the client took no bytes for `write_timeout_ms` (armed only under backpressure). */
   private writeTimer: NodeJS.Timeout | null = null;
+  /**
+   * A chunked body grew past the limit and its rest is being read and dropped: the bytes it may
+   * still take before the connection is closed instead (see `dropLimit`), or -1 when not dropping.
+   */
+  private dropLeft = -1;
+  /** The refusal that waits for the dropped body's end (`reply` while dropping), or null. */
+  private held: {
+    status: number;
+    headers: readonly string[];
+    body: string | Uint8Array;
+    close: boolean;
+  } | null = null;
 
   constructor(res: HttpResponse, rt: ListenerRuntime, headRequest = false) {
     super();
@@ -96,12 +108,28 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     this.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
 
+  /**
+   * uWS reads and drops the declared body of a request answered before it arrived, and closes the
+   * connection if it stalls (about 10 s): the refusal may keep the connection up to `dropLimit`.
+   */
+  keepsRefusedBody(declared: number): boolean {
+    return declared <= dropLimit(this.rt.config.max_body_bytes);
+  }
+
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
     // HOT
-    if (this.aborted || this.maxBody < 0) return;
+    if (this.aborted) return;
+    if (this.maxBody < 0) {
+      if (this.dropLeft >= 0) this.dropped(chunk.byteLength, isLast);
+      return;
+    }
     // The chunk's memory is reclaimed when this callback returns: the collector copies it.
     if (!this.addBody(new Uint8Array(chunk), true)) {
-      this.clearTimers();
+      // The rest is read and dropped, so that a client still sending reads the 413 rather than a
+      // reset (the body deadline keeps running); past `dropLimit` the connection is closed.
+      const limit = dropLimit(this.rt.config.max_body_bytes);
+      if (chunk.byteLength <= limit && !isLast) this.dropLeft = limit - chunk.byteLength;
+      else this.clearTimers();
       this.listener?.onBodyTooLarge();
       return;
     }
@@ -110,8 +138,31 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     this.listener?.onBody(this.takeBody());
   }
 
+  /** Bytes of a dropped body arrived: the held refusal goes out at its end, or closing past the limit. */
+  private dropped(n: number, isLast: boolean): void {
+    this.dropLeft -= n;
+    if (isLast) this.sendHeld(false);
+    else if (this.dropLeft < 0) this.sendHeld(true);
+  }
+
+  /** Sends the refusal held while a body was dropped; `close` forces the connection closed. */
+  private sendHeld(close: boolean): void {
+    this.dropLeft = -1;
+    this.clearTimers();
+    const h = this.held;
+    this.held = null;
+    if (h === null) return;
+    this.started = false;
+    this.reply(h.status, h.headers, h.body, h.close || close);
+  }
+
   /** The body deadline passed: refuse the request (408, connection closed). */
   onDeadline(): void {
+    if (this.dropLeft >= 0) {
+      // A body being dropped took too long: its refusal goes out, and the connection closes.
+      this.sendHeld(true);
+      return;
+    }
     if (this.aborted || this.maxBody < 0 || this.listener === null) return;
     this.giveUpBody();
     this.rt.bodyTimedOut(this.listener);
@@ -135,6 +186,11 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     if (this.aborted || this.started) return;
     this.started = true;
     this.ended = true;
+    if (this.dropLeft >= 0) {
+      // The refused body is still arriving: the reply waits for its end (see `onData`).
+      this.held = { status, headers, body, close };
+      return;
+    }
     if (close) {
       // uWS parses every byte already received before it acts on a close, so a request pipelined
       // behind a refused one would still be served. Answering on the next turn keeps this response
@@ -398,4 +454,13 @@ function sendCloseReply(d: UwsDownstream): void {
 
 function onWriteTimeout(d: UwsDownstream): void {
   d.writeTimedOut();
+}
+
+/**
+ * How many body bytes a uWS listener reads and drops after refusing a body over `max_body_bytes`
+ * (413), so that a client still sending it reads the answer instead of a reset: four times the
+ * limit, at least 1 MiB. A larger body closes the connection with the 413.
+ */
+export function dropLimit(maxBodyBytes: number): number {
+  return Math.max(4 * maxBodyBytes, 1 << 20);
 }

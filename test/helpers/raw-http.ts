@@ -45,10 +45,13 @@ export class RawConnection {
     socket.on('error', () => undefined);
   }
 
-  /** Opens a connection to `url`'s host and port (`http://127.0.0.1:PORT`). */
-  static async open(url: string): Promise<RawConnection> {
+  /**
+   * Opens a connection to `url`'s host and port (`http://127.0.0.1:PORT`). `allowHalfOpen` keeps
+   * the client's side writable after the server's FIN, as a client outside Node may write on.
+   */
+  static async open(url: string, allowHalfOpen = false): Promise<RawConnection> {
     const u = new URL(url);
-    const socket = connect({ host: u.hostname, port: Number(u.port) });
+    const socket = connect({ host: u.hostname, port: Number(u.port), allowHalfOpen });
     await new Promise<void>((resolve, reject) => {
       socket.once('connect', resolve);
       socket.once('error', reject);
