@@ -80,7 +80,7 @@ for (const engine of ENGINES) {
         headers: { 'content-type': 'application/json' },
         body: stream,
         duplex: 'half',
-      } as RequestInit);
+      });
       assertTooLarge(r.status, await r.text());
       assert.equal(fleet!.nodes[0]!.stats().received, 0, 'nothing reached the node');
     });
