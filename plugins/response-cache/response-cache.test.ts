@@ -202,3 +202,62 @@ describe('response-cache in Redis', { timeout: 30_000, skip: redisSkip() }, () =
     }
   });
 });
+
+describe(
+  'response-cache behind model-alias (the example config: [alias, cache])',
+  { timeout: 60_000 },
+  () => {
+    let fleet: SimFleet | null = null;
+    let t: TestSluice | null = null;
+    let client: OpenAI;
+
+    before(async () => {
+      fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+      t = await startTestSluice(`${LOOPBACK_HEAD}plugins:
+  - name: alias
+    use: model-alias
+    options:
+      aliases: [{ public: chat-small, target: sim-chat }]
+  - name: cache
+    use: response-cache
+    options: { ttl_ms: 60000 }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet.urls[0]!}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+    plugins: [alias, cache]
+`);
+      client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    });
+    after(async () => {
+      await t?.close();
+      await fleet?.close();
+    });
+
+    it('stores the answer the alias rewrote: a hit is that answer, plain and streamed', async () => {
+      const body = {
+        model: 'chat-small',
+        messages: msg('cache me behind an alias'),
+        max_tokens: 6,
+        temperature: 0,
+      };
+      const first = await client.chat.completions.create(body).withResponse();
+      assert.equal(first.response.headers.get('x-sluice-cache'), 'miss');
+      assert.equal(first.data.model, 'chat-small', 'the alias rewrote the answer');
+      const second = await client.chat.completions.create(body).withResponse();
+      assert.equal(second.response.headers.get('x-sluice-cache'), 'hit');
+      assert.deepEqual(second.data, first.data);
+      const stream = await client.chat.completions.create({ ...body, stream: true });
+      let text = '';
+      for await (const c of stream) {
+        assert.equal(c.model, 'chat-small');
+        text += c.choices[0]?.delta.content ?? '';
+      }
+      assert.equal(text, first.data.choices[0]!.message.content);
+    });
+  },
+);

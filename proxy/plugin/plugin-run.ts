@@ -124,7 +124,13 @@ export class PluginRun implements PluginRequest {
   private held: (Buffer | null)[] | null = null;
   /** The chunk the chunk hooks are transforming (null: the end). */
   private chunk: Buffer | null = null;
+  /**
+   * What goes out for it. At the end: the bytes hooks released there (what they held back), which
+   * each later hook gets as a chunk before it gets the end.
+   */
   private out: Buffer | null = null;
+  /** At the end, which call of the current hook runs: 0 the released bytes, 1 the end itself. */
+  private endStep = 0;
   /** The newest chunk and the bytes before it, for the onDone phase's usage (usage-tail.ts). */
   private newest: Buffer | null = null;
   private earlier: BodyTail | null = null;
@@ -216,6 +222,7 @@ export class PluginRun implements PluginRequest {
     noBody: boolean,
     binary: boolean,
   ): void {
+    this.dropPendingHedge(att);
     this.att = att;
     this.controller = att;
     this.respStatus = status;
@@ -233,6 +240,23 @@ export class PluginRun implements PluginRequest {
     this.phaseNo = Phase.responseHead;
     if (this.runPhase(hooks, 0)) this.sendHead();
     else if (this.waitHooks !== null) this.hold();
+  }
+
+  /**
+   * `winner` answered while the other attempt (a hedge) waits for an onUpstreamRequest hook: that
+   * attempt will never go out. It is given back now, and the hook's result is ignored when it comes
+   * (the response phases run from here; the hook must not re-enter them).
+   */
+  private dropPendingHedge(winner: Attempt): void {
+    if (this.waitHooks === null || this.phaseNo !== Phase.upstreamRequest) return;
+    const att = this.att;
+    this.waitSeq++;
+    this.waitHooks = null;
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (att !== null && att !== winner) this.s.dropAttempt(att);
   }
 
   /** A body chunk of the winner (null: the body ended). */
@@ -335,6 +359,7 @@ export class PluginRun implements PluginRequest {
    */
   private runPhase(hooks: PhaseHooks, from: number): boolean {
     // HOT
+    if (this.phaseNo === Phase.responseChunk && this.chunk === null) return this.runEnd(hooks, from, 0);
     for (let i = from; i < hooks.length; i++) {
       const h = hooks[i]!;
       this.slot = h.slot;
@@ -365,6 +390,45 @@ export class PluginRun implements PluginRequest {
     return true;
   }
 
+  /**
+   * The end of the body, from hook `from` (its call `step`): each hook first gets, as a chunk, the
+   * bytes the hooks before it released at the end (what they held back, e.g. model-alias's
+   * rewritten answer), then the end; what it returns for the first replaces them, what it releases
+   * at the end is added. So a later hook sees every byte that goes out, as it would mid-body.
+   */
+  private runEnd(hooks: PhaseHooks, from: number, step: number): boolean {
+    for (let i = from; i < hooks.length; i++, step = 0) {
+      const h = hooks[i]!;
+      this.slot = h.slot;
+      for (; step < 2; step++) {
+        const input = step === 0 ? this.out : null;
+        if (step === 0 && (input === null || input.length === 0)) continue;
+        this.endStep = step;
+        let r: unknown;
+        try {
+          r = (h.fn as (this: unknown, req: PluginRequest, c: Buffer | null) => unknown).call(
+            h.inst.hooks,
+            this,
+            input,
+          );
+        } catch (e) {
+          if (!this.hookFailed(i, hooks, reason(e))) return false;
+          break; // fail_open: the hook is skipped
+        }
+        if (typeof r === 'object' && r !== null && typeof (r as PromiseLike<unknown>).then === 'function') {
+          this.wait(hooks, i, r as PromiseLike<unknown>);
+          return false;
+        }
+        if (!this.useChunk(r, i, hooks)) return false;
+        if (this.reply !== null) {
+          this.sendReply();
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
   /** Applies a chunk hook's result; false when the value was invalid and the request failed. */
   private useChunk(r: unknown, i: number, hooks: PhaseHooks): boolean {
     if (r === undefined || r === null) return true;
@@ -375,6 +439,9 @@ export class PluginRun implements PluginRequest {
     if (this.chunk !== null) {
       // The next hook transforms what this one produced.
       this.chunk = b;
+      this.out = b;
+    } else if (this.endStep === 0) {
+      // At the end, what the hook made of the bytes released before it.
       this.out = b;
     } else if (b.length > 0) {
       // At the end, bytes a hook releases (e.g. what it held back) go out before the end.
@@ -424,6 +491,11 @@ export class PluginRun implements PluginRequest {
       if (this.phaseNo === Phase.responseChunk && !this.useChunk(value, i, hooks)) return;
       if (this.reply !== null) {
         this.sendReply();
+        return;
+      }
+      if (this.phaseNo === Phase.responseChunk && this.chunk === null && this.endStep === 0) {
+        // The hook transformed the released bytes; it gets the end next.
+        if (this.runEnd(hooks, i, 1)) this.phaseComplete();
         return;
       }
     }

@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { chatRequest, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { chatRequest, findNode, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 import { PROBE_PLUGIN, probeTrace } from './plugin-helpers.js';
 
 function config(
@@ -14,6 +14,7 @@ function config(
   probeOptions = '{}',
   routePlugins = '[probe]',
   listenerPlugins = '[]',
+  poolExtra = '',
 ): string {
   return `listeners:
   - name: public
@@ -33,7 +34,7 @@ pools:
   - name: gpu
     nodes:
 ${nodes.map((u) => `      - url: ${u}`).join('\n')}
-  - name: other
+${poolExtra}  - name: other
     nodes:
       - url: ${nodes[nodes.length - 1]}
 routes:
@@ -129,4 +130,42 @@ describe('plugin phases', { timeout: 60_000 }, () => {
     await r.text();
     assert.equal(probeTrace().get(r.headers.get('x-request-id')!), undefined);
   });
+
+  for (const stream of [false, true]) {
+    it(`drops a hedge whose async onUpstreamRequest is still pending when the first attempt answers (${stream ? 'stream' : 'plain'})`, async () => {
+      const s = await restart(
+        config(
+          fleet!.urls,
+          '{ upstream_delay_ms: 400, upstream_delay_attempt: 2 }',
+          '[probe]',
+          '[]',
+          '    hedge: { min_samples: 1, min_delay_ms: 10, budget_percent: 100, percentile: 50 }\n',
+        ),
+      );
+      for (let i = 0; i < 4; i++) {
+        const warm = await fetch(`${s.url}/v1/chat/completions`, chatRequest({ stream }));
+        assert.equal(warm.status, 200);
+        await warm.text();
+      }
+      // The first attempt answers after 150 ms; the hedge, sent after about 10 ms, waits 400 ms in its hook.
+      const r = await fetch(
+        `${s.url}/v1/chat/completions`,
+        chatRequest({ stream, max_tokens: 6 }, { 'x-sim-stall-ms': '150' }),
+      );
+      assert.equal(r.status, 200);
+      const text = await r.text();
+      if (stream) {
+        assert.doesNotMatch(text, /x-request-id|content-type/i, 'a second head inside the body');
+        assert.match(text, /data: \[DONE\]\s*$/);
+      } else assert.equal((JSON.parse(text) as { choices: unknown[] }).choices.length, 1);
+      const id = r.headers.get('x-request-id')!;
+      assert.ok(
+        (probeTrace().get(id) ?? []).filter((p) => p === 'probe:onUpstreamRequest').length === 2,
+        'the hedge was started',
+      );
+      // Past the hook's 400 ms: neither node still counts the hedge that never went out.
+      await new Promise((res) => setTimeout(res, 500));
+      for (const url of fleet!.urls) assert.equal(findNode(s, url)?.inFlight, 0, `${url} in flight`);
+    });
+  }
 });
