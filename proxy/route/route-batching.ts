@@ -42,7 +42,8 @@ class PoolBatchPicker implements BatchNodePicker {
     if (node === null) return null;
     let t = this.transports.get(node);
     if (t === undefined) {
-      t = new NodeBatchTransport(node, this.path, this.timeouts.ttfb_ms, this.timeouts.idle_ms);
+      const to = this.timeouts;
+      t = new NodeBatchTransport(node, this.path, this.pool.state, to.ttfb_ms, to.idle_ms, to.total_ms);
       this.transports.set(node, t);
     }
     return t;
