@@ -133,8 +133,9 @@ export class ItemQueue {
 
   /**
    * Moves batches forward and returns how many it changed: items of running batches whose lease
-   * expired after `maxAttempts` claims fail with `max_attempts_exceeded` (a poison item must not
-   * crash workers forever; in a cancelling batch the cancel takes them); overdue batches expire (unfinished items fail with `batch_expired`); `cancelling`
+   * expired, still held, after `maxAttempts` claims fail with `max_attempts_exceeded` (a poison item
+   * must not crash workers forever; an item its worker gave back, as a drain does, runs again; in a
+   * cancelling batch the cancel takes them); overdue batches expire (unfinished items fail with `batch_expired`); `cancelling`
    * batches with nothing in flight become `cancelled`; `finalizing` batches complete (a crash
    * between the last result and the end of the batch lands here).
    */
@@ -147,7 +148,8 @@ export class ItemQueue {
         const poisoned = this.db
           .prepare(
             `SELECT i.id FROM job_items i JOIN job_batches b ON b.id = i.batch_id
-             WHERE b.status = 'in_progress' AND i.state = 'leased' AND i.lease_until <= ? AND i.attempts >= ?`,
+             WHERE b.status = 'in_progress' AND i.state = 'leased' AND i.lease_owner IS NOT NULL
+               AND i.lease_until <= ? AND i.attempts >= ?`,
           )
           .all(now, maxAttempts) as { id: number }[];
         for (const { id } of poisoned) {

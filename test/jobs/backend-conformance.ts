@@ -393,6 +393,24 @@ export function describeJobBackend(
       });
     });
 
+    it('runs an item handed back on its last attempt (a drain) again instead of failing it as poison', async () => {
+      const batch = await batchOf(ALICE, 1);
+      const item = await claimOne('draining', LONG_LEASE_MS);
+      assert.equal(item.attempts, 1);
+      assert.equal(await b.retryLater(item, 'draining', 0), true);
+      // One attempt allowed, and it was used by the claim handed back: a sweep must leave the item be.
+      await b.sweep(1);
+      const again = await claimOne('restarted', LONG_LEASE_MS);
+      assert.equal(again.id, item.id);
+      assert.equal(await b.record(again, { status: 200, body: { ok: true } }), 'last');
+      await b.finalize(batch.id);
+      assert.deepEqual((await b.getBatch(ALICE, batch.id)).request_counts, {
+        total: 1,
+        completed: 1,
+        failed: 0,
+      });
+    });
+
     it('cancels at once when nothing is in flight', async () => {
       const { id } = await batchOf(ALICE, 3);
       const cancelled = await b.cancelBatch(ALICE, id);
