@@ -7,6 +7,7 @@
  */
 import { nowMs } from '../lifecycle/clock.js';
 import { Errors } from '../lifecycle/errors.js';
+import { getFlat } from '../lifecycle/headers.js';
 import type { SessionHost } from '../lifecycle/session.js';
 import type { ItemExecutor } from '../jobs/job-worker.js';
 import type { ItemResult, JobItem } from '../jobs/job-types.js';
@@ -70,6 +71,15 @@ export class ProxyItemExecutor implements ItemExecutor {
         parsed = JSON.parse(text);
       } catch {
         parsed = text;
+      }
+      // An output line's body is the node's JSON object (as OpenAI's always is): a 2xx without one
+      // (an HTML page from a gateway, an empty 200 or 204) is not a result but a failed attempt,
+      // retried like one, as the synchronous endpoint counts it failed.
+      if (r.status >= 200 && r.status < 300 && (typeof parsed !== 'object' || parsed === null)) {
+        const type = getFlat(r.responseHeaders, 'content-type') ?? '';
+        throw new Error(
+          `the node answered ${r.status} without a JSON object (${text.length === 0 ? 'an empty body' : `content-type "${type}"`})`,
+        );
       }
       return { status: r.status, body: parsed };
     }

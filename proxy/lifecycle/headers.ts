@@ -251,3 +251,9 @@ export function isEventStream(contentType: string): boolean {
   if ((contentType.charCodeAt(0) | 0x20) !== 0x74 || contentType.length < EVENT_STREAM.length) return false;
   return contentType.slice(0, EVENT_STREAM.length).toLowerCase() === EVENT_STREAM;
 }
+
+/** The first value of header `name` (lower case) in a flat `[name, value, ...]` list, or undefined. */
+export function getFlat(list: readonly string[], name: string): string | undefined {
+  for (let i = 0; i < list.length; i += 2) if (list[i] === name) return list[i + 1];
+  return undefined;
+}

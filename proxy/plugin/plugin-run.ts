@@ -10,7 +10,7 @@ import type { PhaseName, PluginRequest, Usage } from '../../plugins/api.js';
 import type { Attempt } from '../lifecycle/attempt.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
-import { hasNonAscii, isEventStream } from '../lifecycle/headers.js';
+import { getFlat, hasNonAscii, isEventStream } from '../lifecycle/headers.js';
 import type { Session } from '../lifecycle/session.js';
 import { BodyTail } from '../lifecycle/usage-tail.js';
 import type { Pool } from '../pool/pool.js';
@@ -48,11 +48,6 @@ function setFlat(list: string[], name: string, value: string): void {
 
 function removeFlat(list: string[], name: string): void {
   for (let i = list.length - 2; i >= 0; i -= 2) if (list[i] === name) list.splice(i, 2);
-}
-
-function getFlat(list: readonly string[], name: string): string | undefined {
-  for (let i = 0; i < list.length; i += 2) if (list[i] === name) return list[i + 1];
-  return undefined;
 }
 
 function checkHeader(name: string, value?: string): void {
