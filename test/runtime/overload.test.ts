@@ -122,7 +122,7 @@ describe('overload of Sluice itself', { timeout: 120_000 }, () => {
         headers: { 'x-request-id': 'shed-me-1' },
       });
       assert.equal(r.status, 503);
-      assert.equal(r.headers.get('x-request-id'), 'shed-me-1', 'the client\'s request id comes back');
+      assert.equal(r.headers.get('x-request-id'), 'shed-me-1', "the client's request id comes back");
       const other = await fetch(`${t.url}/v1/chat/completions`, { method: 'POST', body: BODY });
       assert.equal(other.status, 503);
       assert.match(other.headers.get('x-request-id') ?? '', /^\S{8,}$/, 'a new id when the client sent none');
