@@ -24,13 +24,6 @@ function weightOf(input: unknown): number {
   return 1;
 }
 
-/** A field's value as a group-key part: scalars as text, absent as empty, anything else as JSON. */
-function scalar(v: unknown): string {
-  if (v === undefined || v === null) return '';
-  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return String(v);
-  return JSON.stringify(v);
-}
-
 /**
  * Splits `total` tokens over parts in proportion to `weights` with integer shares that sum to
  * `total` exactly (largest remainder).
@@ -56,21 +49,32 @@ export function shareTokens(total: number, weights: readonly number[]): number[]
 }
 
 /**
- * The embeddings codec. Items are grouped by `model`, `dimensions`, `encoding_format` and `user`
- * (only equal values can share one call); items are identical when their `input` is. `usage` is
- * shared in proportion to each item's input length (the node reports only the total), so shares
- * are estimates that always add up to the node's figures.
+ * The embeddings codec. Items share one call only when every field but `input` is equal (`model`,
+ * `dimensions`, `encoding_format`, `user`, and whatever else a server reads: `input_type`,
+ * `truncate_prompt_tokens`, ...), since the call carries the first item's fields for all; items are
+ * identical when their `input` is, type included (a string is never its JSON spelled as an array).
+ * `usage` is shared in proportion to each item's input length (the node reports only the total),
+ * so shares are estimates that always add up to the node's figures.
  */
 export const openAiEmbeddingsCodec: BatchCodec = {
   groupKey(body) {
+    // HOT: a few small fields, each spelled as JSON (so 256 and "256" differ), in name order.
     const b = body as Obj;
-    // HOT: four scalar fields; JSON.stringify of the whole body is avoided on purpose.
-    return `${scalar(b['model'])}\u0000${scalar(b['dimensions'])}\u0000${scalar(b['encoding_format'])}\u0000${scalar(b['user'])}`;
+    const names = Object.keys(b);
+    if (names.length > 2) names.sort();
+    let key = '';
+    for (const name of names) {
+      if (name === 'input') continue;
+      const v = b[name];
+      if (v === undefined) continue;
+      key += `${name}\u0000${JSON.stringify(v)}\u0001`;
+    }
+    return key;
   },
 
   dedupKey(body) {
     const input = (body as Obj)['input'];
-    return typeof input === 'string' ? input : JSON.stringify(input);
+    return typeof input === 'string' ? `s${input}` : `j${JSON.stringify(input)}`;
   },
 
   encode(bodies) {

@@ -76,6 +76,25 @@ describe('native batching', () => {
     await b.close();
   });
 
+  it('never takes a string for the array its JSON spells, nor merges items whose other fields differ', async () => {
+    const t = new SimTransport(fleet.urls[0] ?? '');
+    const b = native(t);
+    const [asString, asArray, query, passage] = await Promise.all([
+      b.run(embed('["abc","def"]')),
+      b.run(embed(['abc', 'def'])),
+      b.run(embed('same text', { input_type: 'query' })),
+      b.run(embed('same text', { input_type: 'passage' })),
+    ]);
+    assert.equal(onlyEmbedding(asString.body).count, 1, 'one input, one embedding');
+    assert.deepEqual(onlyEmbedding(asString.body).embedding, expectedEmbedding('["abc","def"]', DIM));
+    const two = (json(asArray.body)['data'] as { embedding: number[] }[]).map((d) => d.embedding);
+    assert.deepEqual(two, [expectedEmbedding('abc', DIM), expectedEmbedding('def', DIM)]);
+    for (const r of [query, passage]) assert.equal(r.status, 200);
+    // Different input_type: neither computed once for both nor sent in one call with the first's fields.
+    assert.equal(t.inputsSent.filter((x) => x === 'same text').length, 2, 'each input_type sent its own');
+    await b.close();
+  });
+
   it('gives a multi-input item its own slice with indexes from 0', async () => {
     const t = new SimTransport(fleet.urls[0] ?? '');
     const b = native(t);
