@@ -20,6 +20,7 @@ function config(node: string): string {
       fields:
         - { field: tools, forbidden: true }
         - { field: temperature, max: 1 }
+        - { field: response_format, allowed: [text] }
   - name: clamp
     use: request-limits
     options: { max_tokens: 3, clamp_max_tokens: true }
@@ -105,5 +106,44 @@ describe('request-limits', { timeout: 30_000 }, () => {
       { headers: { 'x-route': 'clamp' } },
     );
     assert.ok((r.usage?.completion_tokens ?? 99) <= 3, `completion_tokens ${r.usage?.completion_tokens}`);
+  });
+
+  it('gives a generation that sets no max_tokens the cap', async () => {
+    const r = await client.chat.completions.create(
+      { model: 'm', messages: user },
+      { headers: { 'x-route': 'clamp' } },
+    );
+    assert.ok((r.usage?.completion_tokens ?? 99) <= 3, `completion_tokens ${r.usage?.completion_tokens}`);
+  });
+
+  it('reads a number sent as a string against its cap', async () => {
+    const raw = await fetch(`${t!.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: user, max_tokens: 2, temperature: '1.9' }),
+    });
+    assert.equal(raw.status, 400);
+    const body = (await raw.json()) as { error: { param: string; message: string } };
+    assert.equal(body.error.param, 'temperature');
+    assert.match(body.error.message, /at most 1 \(got 1\.9\)/);
+  });
+
+  it('compares an object value by its type for allowed values', async () => {
+    const ok = await client.chat.completions.create({
+      model: 'm',
+      messages: user,
+      max_tokens: 2,
+      response_format: { type: 'text' },
+    });
+    assert.equal(ok.object, 'chat.completion');
+    await assert.rejects(
+      client.chat.completions.create({
+        model: 'm',
+        messages: user,
+        max_tokens: 2,
+        response_format: { type: 'json_object' },
+      }),
+      refused('response_format'),
+    );
   });
 });

@@ -36,17 +36,39 @@ function lengthOf(v: unknown): number {
   return -1;
 }
 
+/**
+ * A value as a number for `max`/`min`: a number, or a string that is one (inference servers such as
+ * vLLM accept `"1.9"` for a float field, so the cap must see it too); else NaN.
+ */
+function numberOf(v: unknown): number {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'string' && v.trim() !== '') return Number(v);
+  return NaN;
+}
+
+/**
+ * What `allowed` compares: a scalar as it is; an object by its `type` (`response_format: {type:
+ * text}`, `tool_choice: {type: function}`), so `allowed: [text]` reads as the kinds allowed.
+ */
+function allowedValue(v: unknown): unknown {
+  if (typeof v === 'object' && v !== null && !Array.isArray(v)) return (v as Body)['type'];
+  return v;
+}
+
 /** The message for the first rule `body` breaks, with the field name, or null. */
 function fieldProblem(body: Body, r: FieldRule): string | null {
   if (!(r.field in body)) return null;
   const v = body[r.field];
   if (r.forbidden === true) return `${r.field} is not allowed on this route`;
-  if (r.allowed !== undefined && !r.allowed.includes(v as string)) {
+  if (r.allowed !== undefined && !r.allowed.includes(allowedValue(v) as string)) {
     return `${r.field} must be one of ${r.allowed.map((a) => JSON.stringify(a)).join(', ')}`;
   }
-  if (typeof v === 'number') {
-    if (r.max !== undefined && v > r.max) return `${r.field} must be at most ${r.max} (got ${v})`;
-    if (r.min !== undefined && v < r.min) return `${r.field} must be at least ${r.min} (got ${v})`;
+  const x = numberOf(v);
+  if (r.max !== undefined || r.min !== undefined) {
+    if (typeof v !== 'number' && Number.isNaN(x) && typeof v === 'string')
+      return `${r.field} must be a number (got ${JSON.stringify(v).slice(0, 40)})`;
+    if (r.max !== undefined && x > r.max) return `${r.field} must be at most ${r.max} (got ${v as number})`;
+    if (r.min !== undefined && x < r.min) return `${r.field} must be at least ${r.min} (got ${v as number})`;
   }
   const n = lengthOf(v);
   if (r.max_length !== undefined && n > r.max_length) {
@@ -107,15 +129,26 @@ export default definePlugin<Options>({
         const b = body as Body;
         if (cap !== undefined) {
           let clamped: Body | null = null;
+          let asked = false;
           for (const f of ['max_tokens', 'max_completion_tokens']) {
             const v = b[f];
-            if (typeof v !== 'number' || v <= cap) continue;
-            if (!options.clamp_max_tokens) {
-              req.reject(400, `${f} must be at most ${cap} on this route (got ${v})`, 'invalid_value', f);
+            if (v === undefined || v === null) continue;
+            asked = true;
+            const n = numberOf(v);
+            if (n <= cap) continue;
+            if (!options.clamp_max_tokens || Number.isNaN(n)) {
+              const got = Number.isNaN(n) ? JSON.stringify(v).slice(0, 40) : String(n);
+              req.reject(400, `${f} must be at most ${cap} on this route (got ${got})`, 'invalid_value', f);
               return;
             }
             clamped = { ...(clamped ?? b), [f]: cap };
-            req.tag('max_tokens_clamped', String(v));
+            req.tag('max_tokens_clamped', String(n));
+          }
+          // A generation that asks for no limit would get the server's (on vLLM, the rest of the
+          // context window): it gets the cap.
+          if (!asked && ('messages' in b || 'prompt' in b)) {
+            clamped = { ...b, max_tokens: cap };
+            req.tag('max_tokens_defaulted', String(cap));
           }
           if (clamped !== null) req.setBody(clamped);
         }
