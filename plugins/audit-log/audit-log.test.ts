@@ -14,6 +14,7 @@ import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import {
   chatRequest,
   LOOPBACK_HEAD,
+  startRefused,
   startTestSluice,
   waitFor,
   type TestSluice,
@@ -159,5 +160,25 @@ tenants:
     const rotated = (await readFile(join(dir, 'audit.log.2'), 'utf8')).split('\n').filter((x) => x !== '');
     assert.ok(rotated.length > 0);
     for (const l of rotated) JSON.parse(l);
+  });
+
+  it('refuses a config whose audit file cannot be written, naming it', async () => {
+    const missing = join(dir, 'no-such-dir', 'audit.log');
+    const refused = await startRefused(`${LOOPBACK_HEAD}plugins:
+  - name: audit
+    use: audit-log
+    options: { path: ${missing} }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet!.urls[0]}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+    plugins: [audit]
+`);
+    assert.ok(refused.message.includes(`cannot write the audit log ${missing}`), refused.message);
+    assert.match(refused.message, /ENOENT/);
   });
 });

@@ -7,7 +7,7 @@
  * drops lines (counted) rather than slowing requests.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { rename, stat } from 'node:fs/promises';
+import { open as openFile, rename } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { definePlugin, type PluginRequest } from '../api.js';
 
@@ -30,48 +30,69 @@ interface Captured {
 
 /** Appends lines to a file, rotating it to `.1`, `.2`, ... past `maxBytes`. */
 class RotatingFile {
-  private stream: WriteStream;
+  private stream: WriteStream | null = null;
   private bytes = 0;
   private queue: string[] = [];
   private rotating = false;
+  /** The stream failed (the disk, the directory): lines are dropped, and counted, until a rotation opens it again. */
+  private broken = false;
 
   constructor(
     private readonly file: string,
     private readonly maxBytes: number,
     private readonly maxFiles: number,
     private readonly onError: (e: unknown) => void,
-  ) {
-    this.stream = this.open();
-  }
+  ) {}
 
   private open(): WriteStream {
     const s = createWriteStream(this.file, { flags: 'a' });
-    s.on('error', this.onError);
+    this.broken = false;
+    s.on('error', (e) => {
+      this.broken = true;
+      this.onError(e);
+    });
     return s;
   }
 
-  /** Size of the file when opened (appending). */
+  /**
+   * Opens the file for appending, taking its size; throws (so `create` fails and the config is
+   * refused) when it cannot be written: a missing directory, no permission.
+   */
   async init(): Promise<void> {
-    this.bytes = (await stat(this.file).catch(() => null))?.size ?? 0;
+    let fh;
+    try {
+      fh = await openFile(this.file, 'a');
+      this.bytes = (await fh.stat()).size;
+    } catch (e) {
+      throw new Error(
+        `cannot write the audit log ${this.file}: ${e instanceof Error ? e.message : String(e)}`,
+      );
+    } finally {
+      await fh?.close();
+    }
+    this.stream = this.open();
   }
 
   get pending(): number {
     return this.queue.length;
   }
 
-  write(line: string): void {
+  /** Appends `line`; false when it was dropped (the file failed). */
+  write(line: string): boolean {
+    if (this.broken) return false;
     if (this.rotating) {
       this.queue.push(line);
-      return;
+      return true;
     }
-    this.stream.write(line);
+    this.stream!.write(line);
     this.bytes += Buffer.byteLength(line);
     if (this.bytes >= this.maxBytes) void this.rotate();
+    return true;
   }
 
   private async rotate(): Promise<void> {
     this.rotating = true;
-    const old = this.stream;
+    const old = this.stream!;
     await new Promise<void>((r) => old.end(r));
     try {
       for (let i = this.maxFiles - 1; i >= 1; i--) {
@@ -91,7 +112,8 @@ class RotatingFile {
 
   async close(): Promise<void> {
     while (this.rotating) await new Promise((r) => setTimeout(r, 5));
-    await new Promise<void>((r) => this.stream.end(r));
+    const s = this.stream;
+    if (s !== null) await new Promise<void>((r) => s.end(r));
   }
 }
 
@@ -120,7 +142,7 @@ export default definePlugin<Options>({
   async create(options, context) {
     const dropped = context.metrics.counter(
       'sluice_plugin_audit_log_dropped_total',
-      'Audit lines dropped because the writer fell behind.',
+      'Audit lines dropped because the writer fell behind or the file could not be written.',
       ['plugin'],
     );
     let file: RotatingFile | null = null;
@@ -138,11 +160,7 @@ export default definePlugin<Options>({
         process.stdout.write(line);
         return;
       }
-      if (file.pending >= options.max_queue) {
-        dropped.inc(1, context.name);
-        return;
-      }
-      file.write(line);
+      if (file.pending >= options.max_queue || !file.write(line)) dropped.inc(1, context.name);
     };
     const limit = options.max_body_bytes;
     return {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
-import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../../test/helpers/sluice.js';
+import { LOOPBACK_HEAD, startRefused, startTestSluice, type TestSluice } from '../../test/helpers/sluice.js';
 
 function config(node: string): string {
   return `${LOOPBACK_HEAD}plugins:
@@ -105,5 +105,39 @@ describe('header-rules', { timeout: 30_000 }, () => {
     assert.equal(response.headers.get('x-served-by'), 'sluice/chat');
     assert.equal(response.headers.get('x-backend'), 'n1');
     assert.equal(response.headers.get('x-internal'), null);
+  });
+
+  it('refuses a config whose rules touch a header Sluice manages, naming the rule', async () => {
+    for (const [rules, message] of [
+      [
+        'request:\n        set: { connection: close }',
+        /request\.set: header connection is managed by Sluice/,
+      ],
+      [
+        'response:\n        remove: [content-length]',
+        /response\.remove: header content-length is managed by Sluice/,
+      ],
+      [
+        'request:\n        rename: { x-a: transfer-encoding }',
+        /request\.rename: header transfer-encoding is managed/,
+      ],
+    ] as const) {
+      const yaml = `${LOOPBACK_HEAD}plugins:
+  - name: headers
+    use: header-rules
+    options:
+      ${rules}
+pools:
+  - name: gpu
+    nodes:
+      - url: http://127.0.0.1:9
+routes:
+  - name: chat
+    match: {}
+    pool: gpu
+    plugins: [headers]
+`;
+      assert.match((await startRefused(yaml)).message, message);
+    }
   });
 });

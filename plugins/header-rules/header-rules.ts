@@ -4,7 +4,7 @@
  * `${route}`, `${pool}` and `${env:NAME}`; environment values are read once, when the plugin is
  * created (a missing variable rejects the config).
  */
-import { definePlugin, type PluginRequest } from '../api.js';
+import { definePlugin, MANAGED_HEADERS, type PluginRequest } from '../api.js';
 
 interface Rules {
   set: Record<string, string>;
@@ -91,7 +91,24 @@ interface Compiled {
   rename: [string, string][];
 }
 
-function compile(r: Rules): Compiled | null {
+/** Refuses a rule on a header Sluice manages, naming the side and the option (at config load). */
+function checkNames(side: string, r: Rules): void {
+  const names: [string, string][] = [
+    ...Object.keys(r.set).map((n): [string, string] => ['set', n]),
+    ...r.remove.map((n): [string, string] => ['remove', n]),
+    ...Object.entries(r.rename).flatMap(([from, to]): [string, string][] => [
+      ['rename', from],
+      ['rename', to],
+    ]),
+  ];
+  for (const [option, name] of names) {
+    if (MANAGED_HEADERS.has(name.toLowerCase()))
+      throw new Error(`${side}.${option}: header ${name} is managed by Sluice (framing and the connection)`);
+  }
+}
+
+function compile(side: string, r: Rules): Compiled | null {
+  checkNames(side, r);
   const c: Compiled = {
     set: Object.entries(r.set).map(([k, v]) => [k, new Template(v)]),
     remove: r.remove,
@@ -109,8 +126,8 @@ export default definePlugin<Options>({
     properties: { request: rulesSchema, response: rulesSchema },
   },
   create(options) {
-    const request = compile(options.request);
-    const response = compile(options.response);
+    const request = compile('request', options.request);
+    const response = compile('response', options.response);
     // Only the phases with rules get a hook: a side without rules costs nothing.
     return {
       ...(request === null

@@ -65,6 +65,21 @@ export async function startTestSluice(
   };
 }
 
+/**
+ * The error a Sluice started with `yaml` refuses to start with. A Sluice that starts after all is
+ * closed first (a test must not leave it holding the process open), then the call rejects.
+ */
+export async function startRefused(yaml: string): Promise<Error> {
+  let started: TestSluice;
+  try {
+    started = await startTestSluice(yaml);
+  } catch (e) {
+    return e instanceof Error ? e : new Error(String(e));
+  }
+  await started.close();
+  throw new Error('Sluice started with a config it should refuse');
+}
+
 /** The listener and admin sections of test configs: loopback, free ports. */
 export const LOOPBACK_HEAD = `listeners:
   - name: public
