@@ -484,6 +484,8 @@ export interface PluginInstanceConfig {
   options: Record<string, unknown>;
   /** Longest an async hook may take before it counts as failed, ms. Default 1000. */
   timeout_ms: number;
+  /** Longest `create` may take before the config is refused, ms. Default 10000. */
+  create_timeout_ms: number;
   /** Skip a failing hook instead of failing the request. Default false. */
   fail_open: boolean;
 }

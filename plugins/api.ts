@@ -19,6 +19,23 @@ export const PHASES = [
 ] as const;
 export type PhaseName = (typeof PHASES)[number];
 
+/**
+ * Headers a plugin may not set, remove or rename, on either side: framing and the connection are
+ * Sluice's (RFC 9110 §7.6.1, §8.6). The request API throws for them; a plugin that takes header
+ * names as options should refuse these in `create`, so a bad config is rejected when it loads.
+ */
+export const MANAGED_HEADERS: ReadonlySet<string> = new Set([
+  'connection',
+  'content-length',
+  'host',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
 /** Token usage a node reported (from the answer's `usage`). */
 export interface Usage {
   prompt: number;
@@ -108,7 +125,7 @@ export interface PluginRequest {
   setResponseHeader(name: string, value: string): void;
   /** onResponseHead: removes a response header. */
   removeResponseHeader(name: string): void;
-  /** onResponseHead: changes the status sent to the client. */
+  /** onResponseHead: changes the status sent to the client (204 or 304: the node's body is dropped, none is sent). */
   setStatus(status: number): void;
   /** True when the answer is an SSE stream (onResponseHead on). */
   readonly streaming: boolean;

@@ -6,7 +6,7 @@
  * the `PluginRequest` the hooks see (one object per request, created only on routes and listeners
  * that have plugins). It never touches uWS or undici objects: it goes through the Session.
  */
-import type { PhaseName, PluginRequest, Usage } from '../../plugins/api.js';
+import { MANAGED_HEADERS, type PhaseName, type PluginRequest, type Usage } from '../../plugins/api.js';
 import type { Attempt } from '../lifecycle/attempt.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
@@ -16,19 +16,6 @@ import { BodyTail } from '../lifecycle/usage-tail.js';
 import type { Pool } from '../pool/pool.js';
 import { PHASE_NAMES, Phase, type PhaseHooks, type PluginChain, type PreRouteHooks } from './plugin-chain.js';
 import { usageReport } from './usage-report.js';
-
-/** Headers a plugin may not set or remove: framing is Sluice's (RFC 9110 §7.6.1, §8.6). */
-const RESERVED = new Set([
-  'connection',
-  'content-length',
-  'host',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 
 const NO_TAGS: Readonly<Record<string, string>> = Object.freeze({});
 
@@ -58,7 +45,7 @@ function checkHeader(name: string, value?: string): void {
     throw new TypeError(`header ${name}: the value must be a string, not ${typeof value}`);
   if (name !== name.toLowerCase() || !/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(name))
     throw new TypeError(`header name ${JSON.stringify(name)} must be a lower-case HTTP token`);
-  if (RESERVED.has(name)) throw new TypeError(`header ${name} is managed by Sluice`);
+  if (MANAGED_HEADERS.has(name)) throw new TypeError(`header ${name} is managed by Sluice`);
   if (value !== undefined && /[\r\n\0]/.test(value))
     throw new TypeError(`header ${name}: the value must not contain CR, LF or NUL`);
   // Header values are byte strings, one character per byte (as in Node's http): U+0080 to U+00FF
@@ -313,8 +300,12 @@ export class PluginRun implements PluginRequest {
   private sendHead(): void {
     const s = this.s;
     if (s.finished) return;
-    s.status = this.respStatus;
-    s.downstream.start(this.respStatus, this.respHeaders, this.respLength, this.respNoBody, this.respBinary);
+    const status = this.respStatus;
+    s.status = status;
+    // A status a hook set that has no content (204, 304) sends none: the node's body is dropped, as
+    // a client would read it as the start of the next response.
+    if (status === 204 || status === 304) this.respNoBody = true;
+    s.downstream.start(status, this.respHeaders, this.respLength, this.respNoBody, this.respBinary);
   }
 
   /** Processes what arrived while a hook was pending, then lets the node's body flow again. */

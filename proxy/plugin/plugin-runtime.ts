@@ -75,7 +75,12 @@ export class PluginRuntime {
         kv: kvView(this.store(store), name),
       };
       try {
-        const hooks = await p.definition.create(p.config.options as never, context);
+        const hooks = await withTimeout(
+          p.definition.create(p.config.options as never, context),
+          p.config.create_timeout_ms,
+          // An instance made after its config was refused is closed at once.
+          (late) => void Promise.resolve(late?.close?.()).catch(() => undefined),
+        );
         if (typeof hooks !== 'object' || hooks === null) throw new Error('create returned no hooks object');
         const errors = PHASE_NAMES.map((phase) => this.metrics.errors.at([name, phase]));
         out.set(
@@ -107,4 +112,30 @@ export class PluginRuntime {
     this.backend = null;
     await b?.close();
   }
+}
+
+/**
+ * `create`'s result, or a rejection once `ms` passed: a create that never settles must not hold a
+ * reload (and every reload after it) or the startup forever. The instance it may still make is
+ * never used.
+ */
+function withTimeout<T>(value: T | PromiseLike<T>, ms: number, late: (v: T) => void): Promise<T> {
+  let timer: NodeJS.Timeout | null = null;
+  let timedOut = false;
+  const result = Promise.resolve(value);
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      timedOut = true;
+      reject(new Error(`create did not finish within ${ms} ms (create_timeout_ms)`));
+    }, ms);
+  });
+  result.then(
+    (v) => {
+      if (timedOut) late(v);
+    },
+    () => undefined,
+  );
+  return Promise.race([result, timeout]).finally(() => {
+    if (timer !== null) clearTimeout(timer);
+  });
 }

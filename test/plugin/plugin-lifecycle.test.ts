@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { chatRequest, findNode, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 import { PROBE_PLUGIN, probeTrace } from './plugin-helpers.js';
+import { RawConnection } from '../helpers/raw-http.js';
 
 function config(
   nodes: readonly string[],
@@ -166,6 +167,32 @@ describe('plugin phases', { timeout: 60_000 }, () => {
       // Past the hook's 400 ms: neither node still counts the hedge that never went out.
       await new Promise((res) => setTimeout(res, 500));
       for (const url of fleet!.urls) assert.equal(findNode(s, url)?.inFlight, 0, `${url} in flight`);
+    });
+  }
+
+  for (const status of [204, 304]) {
+    it(`sends no body when onResponseHead sets ${status}, and the connection serves the next request`, async () => {
+      const s = await restart(config(fleet!.urls, `{ set_status: ${status} }`));
+      const conn = await RawConnection.open(s.url);
+      try {
+        const body = '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4}';
+        const request = `POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+        await conn.write(request);
+        const first = await conn.readResponse(5000, true);
+        assert.equal(first.status, status);
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(
+          conn.pending.length,
+          0,
+          `bytes after the ${status} head: ${conn.pending.toString('latin1')}`,
+        );
+        if (!conn.closed) {
+          await conn.write(request);
+          assert.equal((await conn.readResponse(5000, true)).status, status);
+        }
+      } finally {
+        conn.destroy();
+      }
     });
   }
 });

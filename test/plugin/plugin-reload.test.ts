@@ -97,4 +97,30 @@ describe('plugins across a reload', { timeout: 30_000 }, () => {
     assert.equal(r.headers.get('x-probe'), 'v2');
     await r.text();
   });
+
+  it('refuses a reload whose plugin create does not finish within create_timeout_ms, and the next reload applies', async () => {
+    const slow = config(fleet!.urls[0]!, 'slow', 0).replace(
+      'options: { label: slow, head_delay_ms: 0 }',
+      'options: { label: slow, head_delay_ms: 0, create_delay_ms: 600 }\n    create_timeout_ms: 150',
+    );
+    assert.match(slow, /create_timeout_ms: 150/);
+    await writeFile(t!.configPath, slow);
+    const started = performance.now();
+    const rl = await reload();
+    assert.ok(performance.now() - started < 550, 'the reload waited for create');
+    assert.equal(rl.status, 422);
+    assert.match(
+      rl.body.errors.join('\n'),
+      /probe.*create did not finish within 150 ms \(create_timeout_ms\)/,
+    );
+    // The instance made after the refusal is closed, never used.
+    await new Promise((r) => setTimeout(r, 600));
+    assert.ok(closed().includes('probe:slow'), `closed: ${closed().join(', ')}`);
+    await writeFile(t!.configPath, config(fleet!.urls[0]!, 'v4', 0));
+    const next = await reload();
+    assert.equal(next.body.result, 'applied', next.body.errors.join('\n'));
+    const r = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
+    assert.equal(r.headers.get('x-probe'), 'v4');
+    await r.text();
+  });
 });
