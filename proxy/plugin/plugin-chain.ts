@@ -144,11 +144,17 @@ export class PluginChain {
 export class PreRouteHooks {
   readonly listener: string;
   readonly hooks: PhaseHooks;
+  /**
+   * The listener instances' onDone: what runs for a request that ends before a route's chain
+   * took over (no route matched, a listener plugin answered or failed).
+   */
+  readonly done: PhaseHooks;
   /** Number of listener instances (the state slots they use). */
   readonly slots: number;
   constructor(listener: string, instances: readonly PluginInstance[]) {
     this.listener = listener;
     this.hooks = hooksOf(instances, Phase.request, 0);
+    this.done = hooksOf(instances, Phase.done, 0);
     this.slots = instances.length;
   }
 }
@@ -164,7 +170,7 @@ export function compilePreRoute(
   let any = false;
   const out = listeners.map((l) => {
     const p = new PreRouteHooks(l.name, resolve(l.plugins ?? [], byName));
-    if (p.hooks.length === 0) return null;
+    if (p.hooks.length === 0 && p.done.length === 0) return null;
     any = true;
     return p;
   });

@@ -74,6 +74,8 @@ export class PluginRun implements PluginRequest {
   readonly s: Session;
   /** The route's chain; null while only the listener's pre-route hooks apply. */
   chain: PluginChain | null = null;
+  /** The listener's pre-route hooks (their onDone runs when no chain took over), or null. */
+  private pre: PreRouteHooks | null = null;
   listener: string;
   /** Per-request state, by instance slot. */
   private slots: unknown[];
@@ -140,6 +142,7 @@ export class PluginRun implements PluginRequest {
   static preRoute(s: Session, pre: PreRouteHooks): boolean {
     const run = new PluginRun(s, pre.listener, pre.slots);
     s.plug = run;
+    run.pre = pre;
     run.phaseNo = Phase.request;
     return run.runPhase(pre.hooks, 0);
   }
@@ -332,9 +335,10 @@ export class PluginRun implements PluginRequest {
     this.held = null;
     this.doneMs = nowMs();
     const chain = this.chain;
-    if (chain === null || chain.onDone.length === 0) return;
+    const hooks = chain !== null ? chain.onDone : (this.pre?.done ?? null);
+    if (hooks === null || hooks.length === 0) return;
     this.phaseNo = Phase.done;
-    this.runPhase(chain.onDone, 0);
+    this.runPhase(hooks, 0);
   }
 
   // ---- the hook loop ----

@@ -195,4 +195,38 @@ describe('plugin phases', { timeout: 60_000 }, () => {
       }
     });
   }
+
+  it("runs a listener plugin's onDone for a request no route took: no route matched, or the plugin failed", async () => {
+    const yaml = config(fleet!.urls, '{}', '[probe]', '[edge]')
+      .replace(
+        '  - name: edge\n    use: ',
+        '  - name: edge\n    options: { fail_phase: onRequest, fail_how: reject }\n    use: ',
+      )
+      .replace('  - name: chat\n    match: {}', '  - name: chat\n    match: { path: /v1/chat/completions }');
+    assert.match(yaml, /fail_phase: onRequest/);
+    const s = await restart(yaml);
+    // The edge plugin rejects in onRequest: 500, and its onDone still runs.
+    const failed = await fetch(`${s.url}/v1/chat/completions`, chatRequest());
+    assert.equal(failed.status, 500);
+    await failed.text();
+    const failedId = failed.headers.get('x-request-id')!;
+    await waitFor(
+      () => (probeTrace().get(failedId) ?? []).includes('edge:onDone'),
+      5000,
+      'onDone after a failure',
+    );
+    assert.deepEqual(probeTrace().get(failedId), ['edge:onRequest', 'edge:onDone']);
+    const s2 = await restart(
+      config(fleet!.urls, '{}', '[probe]', '[edge]').replace(
+        '  - name: chat\n    match: {}',
+        '  - name: chat\n    match: { path: /v1/chat/completions }',
+      ),
+    );
+    const missing = await fetch(`${s2.url}/v1/nowhere`, { method: 'POST', body: '{}' });
+    assert.equal(missing.status, 404);
+    await missing.text();
+    const id = missing.headers.get('x-request-id')!;
+    await waitFor(() => (probeTrace().get(id) ?? []).includes('edge:onDone'), 5000, 'onDone after a 404');
+    assert.deepEqual(probeTrace().get(id), ['edge:onRequest', 'edge:onDone']);
+  });
 });
