@@ -789,6 +789,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       this.pool!.state.health?.recordFailure(att.node, e.kind.code);
     }
     if (att === this.winner) {
+      if (this.retryAfterHead(att, e)) return;
       this.endAfterHead(e);
       return;
     }
@@ -805,6 +806,30 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     this.fail(e.kind, e.message, e.headers);
+  }
+
+  /**
+   * The winner broke after its head but before any byte of its answer reached the client (the head
+   * is still kept: a stream's node sends it before the prefill, then may crash): a retryable
+   * failure goes to another node, as one before the head does. True when a retry was scheduled;
+   * false leaves the answer to `endAfterHead` (a clean error reply when the head was given up).
+   * Not with plugins, whose response hooks already saw this head.
+   */
+  private retryAfterHead(att: Attempt, e: SluiceError): boolean {
+    if (this.plug !== null || this.finished || e.kind.source !== 'upstream') return false;
+    const bit = retryBitForError(e.kind);
+    const r = this.route!.retries;
+    if (bit === 0 || (r.on & bit) === 0 || this.retries >= r.max || !this.hasAlternative(att.node))
+      return false;
+    if (!this.downstream.abandonHead()) return false;
+    this.winner = null;
+    this.status = 0;
+    this.answerStatus = 0;
+    this.sse = false;
+    this.lastError = e;
+    if (!this.mayRetry(bit)) return false;
+    this.scheduleRetry(0);
+    return true;
   }
 
   /** Releases the node counters an attempt holds (exactly once). */

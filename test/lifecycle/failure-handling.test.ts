@@ -49,11 +49,29 @@ describe('failure handling', () => {
   afterEach(async () => {
     await t?.close();
     t = null;
-    for (const n of fleet.nodes) n.setFaults({ error_rate: 0, stall_ms: 0, unhealthy: false, crash: false });
+    for (const n of fleet.nodes)
+      n.setFaults({ error_rate: 0, stall_ms: 0, unhealthy: false, crash: false, drop_rate: 0 });
   });
 
   after(async () => {
     await fleet?.close();
+  });
+
+  it('retries a stream whose node sent its head and broke before the first event (nothing reached the client)', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    t = await startTestSluice(config([a, b], '', '    retries: { max: 1 }'));
+    fleet.nodes[0]!.setFaults({ drop_rate: 1, drop_after_chunks: 0 });
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push(await send(t, chat({}, { stream: true })));
+    for (const r of results) {
+      assert.equal(r.status, 200, r.text);
+      assert.match(r.text, /data: \[DONE\]/);
+      assert.match(r.route ?? '', new RegExp(`node=${b}`));
+    }
+    assert.ok(
+      results.some((r) => r.route?.includes('attempt=2')),
+      `no request was retried: ${results.map((r) => r.route).join(' | ')}`,
+    );
   });
 
   it('retries a 503 on another node and answers with that node', async () => {
