@@ -111,7 +111,7 @@ export abstract class BatchDispatcher {
     for (const item of items) {
       item.lastStatus = status;
       item.lastBody = body;
-      if (retryable && !this.closing && item.attempts < o.maxAttempts) {
+      if (retryable && !this.closing && item.attempts < o.maxAttempts && o.retryAllowed()) {
         (again ??= []).push(item);
         if (item.attempts > attempts) attempts = item.attempts;
       } else {

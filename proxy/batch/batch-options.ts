@@ -49,6 +49,11 @@ export interface MicroBatchOptions {
   maxConcurrentPerNode?: number; // calls
   /** Items accepted and not yet resolved; beyond it `submit` answers 503 at once. Default 10000. */
   maxQueuedItems?: number; // items
+  /**
+   * Asked once per item before it is retried (the pool's retry budget); false resolves the item
+   * with its last failure now. Default: always true.
+   */
+  retryAllowed?: () => boolean;
 }
 
 /** `MicroBatchOptions` with every default applied and checked. */
@@ -65,7 +70,10 @@ export interface ResolvedBatchOptions {
   retryMaxMs: number; // ms
   maxConcurrentPerNode: number; // calls
   maxQueuedItems: number; // items
+  retryAllowed: () => boolean;
 }
+
+const ALWAYS = (): boolean => true;
 
 function positiveInt(name: string, v: number | undefined, dflt: number): number {
   const n = v ?? dflt;
@@ -107,5 +115,6 @@ export function resolveBatchOptions(o: MicroBatchOptions): ResolvedBatchOptions 
     retryMaxMs,
     maxConcurrentPerNode: positiveInt('maxConcurrentPerNode', o.maxConcurrentPerNode, 8),
     maxQueuedItems: positiveInt('maxQueuedItems', o.maxQueuedItems, 10_000),
+    retryAllowed: o.retryAllowed ?? ALWAYS,
   };
 }

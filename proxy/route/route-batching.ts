@@ -9,6 +9,7 @@ import { jsonItemCodec } from '../batch/batch-codec.js';
 import type { BatchNodePicker, BatchTransport } from '../batch/batch-transport.js';
 import { openAiEmbeddingsCodec } from '../batch/embeddings-codec.js';
 import { createMicroBatcher, type MicroBatcher } from '../batch/micro-batcher.js';
+import { nowMs } from '../lifecycle/clock.js';
 import type { Pool } from '../pool/pool.js';
 import { NodeBatchTransport } from '../upstream/buffered-call.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
@@ -70,6 +71,13 @@ export function createRouteBatcher(
     maxConcurrentPerNode: config.max_concurrent_per_node,
     maxAttempts: config.max_attempts,
     dedup: config.dedup,
+    // Batch retries spend the pool's retry budget and count as its retries, like a request's.
+    retryAllowed: () => {
+      const state = pool.state;
+      if (!state.retryBudget.tryWithdraw(nowMs())) return false;
+      state.retries++;
+      return true;
+    },
     // HOT: asked per item; a free node means nothing should wait for a window.
     idle: () => {
       for (let i = 0; i < members.length; i++) {

@@ -97,4 +97,36 @@ routes:
     const bad = nodes[0]!.nodes.find((n) => n.id === failing!.url)!;
     assert.equal(bad.available, false, 'the failing node is ejected');
   });
+
+  it("spends the pool's retry budget on batch retries, and counts them as the pool's retries", async () => {
+    await t?.close();
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: embed
+    health: { outlier: { consecutive_failures: 0 } }
+    retry_budget: { percent: 10, min_per_second: 1 }
+    nodes:
+      - url: ${failing!.url}
+routes:
+  - name: batched
+    match: { path: /v1/embeddings }
+    pool: embed
+    batching: { mode: native, max_attempts: 4, max_wait_ms: 1 }
+`);
+    const before = failingCalls;
+    for (let i = 0; i < 40; i++) {
+      const r = await embed(t, `budget ${i}`);
+      assert.equal(r.status, 500);
+      await r.arrayBuffer();
+    }
+    const calls = failingCalls - before;
+    // 40 first calls; retries within 10 % of them plus the reserve (about 1 a second, a few
+    // seconds at most): far below the 160 that four attempts each would make.
+    assert.ok(calls < 40 + 4 + 10, `${calls} node calls for 40 requests`);
+    const nodes = (await (await fetch(`${t.adminUrl}/admin/nodes`)).json()) as {
+      retries: number;
+      retry_budget_refused: number;
+    }[];
+    assert.equal(nodes[0]!.retries, calls - 40, 'every batch retry is a pool retry');
+    assert.ok(nodes[0]!.retry_budget_refused > 0);
+  });
 });
