@@ -51,6 +51,10 @@ function validatorFor(definition: PluginDefinition<never>): ValidateFunction | n
   if (schema === undefined) return null;
   let v = validators.get(schema);
   if (v === undefined) {
+    // A module imported again (it changed) brings a new schema object under the same `$id`: the
+    // shared Ajv would refuse it as a duplicate, so the earlier one goes first.
+    const id = (schema as { $id?: unknown }).$id;
+    if (typeof id === 'string' && ajv.getSchema(id) !== undefined) ajv.removeSchema(id);
     v = ajv.compile(schema);
     validators.set(schema, v);
   }

@@ -462,8 +462,11 @@ export class Sluice {
       ]);
     }
     // Unchanged bytes need no parse: watch events for other files and editors' temp files are cheap.
-    // The certificates are read again all the same (renewed in place, or by a Secret update).
-    if (createHash('sha256').update(text).digest('hex') === this.plan.digest) {
+    // The certificates are read again all the same (renewed in place, or by a Secret update). An
+    // operator's reload of a config with plugins makes them again even so: a plugin module, or a
+    // file a plugin reads (auth-jwt's JWKS), may have changed while the config did not.
+    const samePlugins = fromWatch || this.plan.config.plugins.length === 0;
+    if (samePlugins && createHash('sha256').update(text).digest('hex') === this.plan.digest) {
       const tls = await this.loadTls(this.plan.config);
       if (Array.isArray(tls)) return this.rejectReload(tls);
       const swapped = this.swapChanged(tls);

@@ -7,7 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { findSluiceRoot } from '../../config/sluice-root.js';
 import { chatRequest, LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
@@ -122,5 +122,58 @@ describe('plugins across a reload', { timeout: 30_000 }, () => {
     const r = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
     assert.equal(r.headers.get('x-probe'), 'v4');
     await r.text();
+  });
+});
+
+describe('an operator reload with plugins and the same config text', { timeout: 30_000 }, () => {
+  let fleet: SimFleet | null = null;
+  let t: TestSluice | null = null;
+  const stamp = (value: string): string => `export default {
+  name: 'stamp',
+  version: '1.0.0',
+  options: { $id: 'https://sluice.test/stamp-options', type: 'object', properties: { note: { type: 'string' } } },
+  create() {
+    return { onResponseHead(req) { req.setResponseHeader('x-stamp', '${value}'); } };
+  },
+};
+`;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    t = await startTestSluice(
+      `${LOOPBACK_HEAD}plugins:
+  - name: stamp
+    use: ./stamp.mjs
+    options: { note: same }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet.urls[0]!}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+    plugins: [stamp]
+`,
+      { before: (dir) => writeFile(join(dir, 'stamp.mjs'), stamp('one')) },
+    );
+  });
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+  });
+
+  it('imports a changed plugin module again (its options schema has an $id) though the config did not change', async () => {
+    const first = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
+    assert.equal(first.headers.get('x-stamp'), 'one');
+    await first.text();
+    await new Promise((r) => setTimeout(r, 20));
+    await writeFile(join(dirname(t!.configPath), 'stamp.mjs'), stamp('two'));
+    const r = await fetch(`${t!.adminUrl}/admin/reload`, { method: 'POST' });
+    const body = (await r.json()) as { result: string; errors: string[] };
+    assert.equal(body.result, 'applied', body.errors.join('\n'));
+    const second = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
+    assert.equal(second.headers.get('x-stamp'), 'two');
+    await second.text();
   });
 });
