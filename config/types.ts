@@ -213,6 +213,8 @@ export interface PoolConfig {
   connections_per_node?: number;
   /** Circuit breaker: most concurrent attempts per node; 0 = no limit. Default 0. */
   max_in_flight_per_node: number;
+  /** Headers set on every request to the nodes (`${env:NAME}` resolved at load). Absent: none. */
+  request_headers?: Record<string, string>;
   timeouts: TimeoutsConfig;
   health: HealthConfig;
   retry_budget: RetryBudgetConfig;

@@ -75,5 +75,20 @@ export function redactedConfig(config: SluiceConfig): Json {
     }
   }
   if (isRecord(view['admin'])) redactDigest(view['admin']['token']);
+  if (Array.isArray(view['pools'])) {
+    for (const pool of view['pools']) {
+      const headers = isRecord(pool) ? pool['request_headers'] : undefined;
+      if (!isRecord(headers)) continue;
+      // Node credentials: a value written in the file is masked; one read from the environment
+      // (`${env:NAME}`) shows the name only.
+      for (const name of Object.keys(headers)) {
+        const v = headers[name];
+        if (typeof v === 'string' && !ENV_REF.test(v)) headers[name] = REDACTED;
+      }
+    }
+  }
   return view;
 }
+
+/** `${env:NAME}` in a header value. */
+const ENV_REF = /\$\{env:[A-Za-z_][A-Za-z0-9_]*\}/;

@@ -257,3 +257,19 @@ export function getFlat(list: readonly string[], name: string): string | undefin
   for (let i = 0; i < list.length; i += 2) if (list[i] === name) return list[i + 1];
   return undefined;
 }
+
+/**
+ * `base` (flat, lower-case names) with every header named in `extra` replaced by `extra`'s value:
+ * a new list; `base` is not changed. For a pool's `request_headers`.
+ */
+export function withHeaders(base: readonly string[], extra: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < base.length; i += 2) {
+    const name = base[i]!;
+    let replaced = false;
+    for (let j = 0; j < extra.length; j += 2) if (extra[j] === name) replaced = true;
+    if (!replaced) out.push(name, base[i + 1]!);
+  }
+  for (let j = 0; j < extra.length; j++) out.push(extra[j]!);
+  return out;
+}

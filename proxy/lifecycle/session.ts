@@ -18,7 +18,13 @@ import { Attempt } from './attempt.js';
 import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
-import { isEventStream, plainTransferCoding, readResponseHead, type ResponseHead } from './headers.js';
+import {
+  isEventStream,
+  plainTransferCoding,
+  readResponseHead,
+  withHeaders,
+  type ResponseHead,
+} from './headers.js';
 import { HeldHead } from './held-head.js';
 import { MirrorRequest } from './mirror.js';
 import { AdmissionGate, type GateOwner } from './admission-gate.js';
@@ -523,7 +529,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     const p = this.plug;
-    const headers = p === null ? this.headers : p.upstreamHeaders();
+    const sent = p === null ? this.headers : p.upstreamHeaders();
+    const extra = this.pool!.requestHeaders;
+    const headers = extra === null ? sent : withHeaders(sent, extra);
     if (this.rec.trace !== null) this.rec.onAttemptStart(att, headers);
     // The node asked last, until one answers (onHead): a request no node answered is logged with it.
     this.rec.node = att.node;

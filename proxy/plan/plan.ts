@@ -230,10 +230,9 @@ export function compilePlan(
       (b.kind === 'consistent-hash' || b.kind === 'cache-aware') && b.affinity !== undefined
         ? createAffinityExtractor(b.affinity)
         : null;
-    pools.set(
-      pc.name,
-      new Pool(pc.name, members, policy, state, affinity, b.decay_ms ?? DEFAULT_TTFB_HALF_LIFE_MS),
-    );
+    const pool = new Pool(pc.name, members, policy, state, affinity, b.decay_ms ?? DEFAULT_TTFB_HALF_LIFE_MS);
+    pool.requestHeaders = resolveRequestHeaders(pc.name, pc.request_headers);
+    pools.set(pc.name, pool);
   }
   const poolOf = (name: string): Pool => {
     const p = pools.get(name);
@@ -324,4 +323,33 @@ function resolveSeries(plan: Plan, stats: StatsRegistry): void {
     });
   }
   stats.series.retain(used);
+}
+
+/**
+ * A pool's `request_headers` as a flat list with every `${env:NAME}` replaced; throws naming the
+ * pool, header and variable when one is not set (the config is refused). Null when there are none.
+ */
+export function resolveRequestHeaders(
+  pool: string,
+  headers: Readonly<Record<string, string>> | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): readonly string[] | null {
+  if (headers === undefined) return null;
+  const out: string[] = [];
+  for (const [name, template] of Object.entries(headers)) {
+    const value = template.replace(/\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, v: string) => {
+      const x = env[v];
+      if (x === undefined)
+        throw new Error(
+          `pools ${pool}: request_headers.${name} reads environment variable ${v}, which is not set`,
+        );
+      if (/[\r\n\0]/.test(x))
+        throw new Error(
+          `pools ${pool}: request_headers.${name}: environment variable ${v} holds CR, LF or NUL`,
+        );
+      return x;
+    });
+    out.push(name, value);
+  }
+  return out.length === 0 ? null : out;
 }

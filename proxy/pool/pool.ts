@@ -17,6 +17,8 @@ export class Pool {
   readonly affinity: AffinityExtractor | null;
   /** Half-life of the per-node TTFB average, ms (least-response-time reads it). */
   readonly ttfbHalfLifeMs: number;
+  /** `request_headers` as a flat `[name, value, ...]` list (environment resolved), or null. */
+  requestHeaders: readonly string[] | null = null;
 
   constructor(
     name: string,

@@ -44,7 +44,16 @@ class PoolBatchPicker implements BatchNodePicker {
     let t = this.transports.get(node);
     if (t === undefined) {
       const to = this.timeouts;
-      t = new NodeBatchTransport(node, this.path, this.pool.state, to.ttfb_ms, to.idle_ms, to.total_ms);
+      const pool = this.pool;
+      t = new NodeBatchTransport(
+        node,
+        this.path,
+        pool.state,
+        to.ttfb_ms,
+        to.idle_ms,
+        to.total_ms,
+        pool.requestHeaders,
+      );
       this.transports.set(node, t);
     }
     return t;

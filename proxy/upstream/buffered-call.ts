@@ -165,7 +165,10 @@ export class NodeBatchTransport implements BatchTransport {
   private readonly totalMs: number;
   private readonly headers: string[];
 
-  /** `pool`: where the call's outcome is reported (the pool's state); the timeouts are the route's, ms (0: none). */
+  /**
+   * `pool`: where the call's outcome is reported (the pool's state); the timeouts are the route's,
+   * ms (0: none); `extraHeaders`: the pool's `request_headers` (flat), or null.
+   */
   constructor(
     node: UpstreamNode,
     path: string,
@@ -173,6 +176,7 @@ export class NodeBatchTransport implements BatchTransport {
     ttfbMs: number,
     idleMs: number,
     totalMs: number,
+    extraHeaders: readonly string[] | null = null,
   ) {
     this.node = node;
     this.path = path;
@@ -180,7 +184,7 @@ export class NodeBatchTransport implements BatchTransport {
     this.ttfbMs = ttfbMs;
     this.idleMs = idleMs;
     this.totalMs = totalMs;
-    this.headers = ['content-type', 'application/json'];
+    this.headers = ['content-type', 'application/json', ...(extraHeaders ?? [])];
   }
 
   send(body: Buffer, items: number): Promise<BatchResponse> {
