@@ -63,7 +63,7 @@ void describe('config/schema.json', () => {
       if (node['type'] !== 'object') continue;
       // A plugin's options are checked against the plugin's own schema when it is loaded.
       if (path.endsWith('.plugins[items].options')) continue;
-      if (path.endsWith('.match.headers') || path.endsWith('.models')) {
+      if (path.endsWith('.match.headers') || path.endsWith('.request_headers') || path.endsWith('.models')) {
         assert.ok(isRecord(node['additionalProperties']), 'headers values must be typed');
         continue;
       }
