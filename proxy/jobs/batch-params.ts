@@ -95,12 +95,7 @@ export function checkBatchParams(
     );
   }
   const metadata = params.metadata ?? null;
-  if (
-    metadata !== null &&
-    (typeof metadata !== 'object' || Object.values(metadata).some((v) => typeof v !== 'string'))
-  ) {
-    throw new JobError(JobErrors.invalidRequest, 'metadata must map keys to strings', 'metadata');
-  }
+  if (metadata !== null) checkMetadata(metadata);
   return { windowMs, metadata };
 }
 
@@ -121,4 +116,26 @@ export function endpointMismatches(lines: readonly BatchInputLine[], endpoint: s
     }
   }
   return errors;
+}
+
+/** OpenAI's limits on `metadata`: at most 16 keys, keys up to 64 characters, values up to 512. */
+const METADATA_KEYS = 16;
+const METADATA_KEY_CHARS = 64;
+const METADATA_VALUE_CHARS = 512;
+
+/** Throws `JobError` (400, param `metadata`) unless `metadata` is a mapping of keys to strings within OpenAI's limits. */
+function checkMetadata(metadata: unknown): asserts metadata is Record<string, string> {
+  const bad = (why: string): never => {
+    throw new JobError(JobErrors.invalidRequest, `metadata ${why}`, 'metadata');
+  };
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))
+    bad('must be an object mapping keys to strings');
+  const entries = Object.entries(metadata as Record<string, unknown>);
+  if (entries.length > METADATA_KEYS) bad(`has ${entries.length} keys; at most ${METADATA_KEYS} are allowed`);
+  for (const [key, value] of entries) {
+    if (typeof value !== 'string') bad(`must map keys to strings (${JSON.stringify(key)} is not a string)`);
+    if (key.length > METADATA_KEY_CHARS) bad(`keys may be at most ${METADATA_KEY_CHARS} characters`);
+    if ((value as string).length > METADATA_VALUE_CHARS)
+      bad(`values may be at most ${METADATA_VALUE_CHARS} characters (${JSON.stringify(key)})`);
+  }
 }

@@ -343,6 +343,19 @@ export function describeJobBackend(
         b.createBatch(ALICE, { input_file_id: file.id, endpoint: EMBEDDINGS, completion_window: '7d' }),
         (err: unknown) => jobError(400)(err) && (err as JobError).param === 'completion_window',
       );
+      const tooMany = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v']));
+      for (const metadata of [['a'], tooMany, { k: 'v'.repeat(513) }, { ['k'.repeat(65)]: 'v' }, { k: 5 }]) {
+        await assert.rejects(
+          b.createBatch(ALICE, {
+            input_file_id: file.id,
+            endpoint: EMBEDDINGS,
+            completion_window: '24h',
+            metadata: metadata as unknown as Record<string, string>,
+          }),
+          (err: unknown) => jobError(400)(err) && (err as JobError).param === 'metadata',
+          JSON.stringify(metadata).slice(0, 60),
+        );
+      }
     });
 
     it('records a result exactly once, however often the item ran', async () => {
