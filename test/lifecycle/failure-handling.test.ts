@@ -74,6 +74,23 @@ describe('failure handling', () => {
     );
   });
 
+  it('retries a 429 when retries.on lists it as a number, as YAML reads 429 unquoted', async () => {
+    const [a, b] = fleet.urls as [string, string];
+    fleet.nodes[0]!.setFaults({ error_rate: 1, error_status: 429 });
+    t = await startTestSluice(
+      config(
+        [a, b],
+        '    retry_budget: { percent: 100, min_per_second: 5 }',
+        '    retries: { max: 1, on: [429, 5xx] }',
+      ),
+    );
+    for (let i = 0; i < 4; i++) {
+      const r = await send(t);
+      assert.equal(r.status, 200, r.text);
+      assert.match(r.route ?? '', new RegExp(`node=${b}`));
+    }
+  });
+
   it('retries a 503 on another node and answers with that node', async () => {
     const [a, b] = fleet.urls as [string, string];
     fleet.nodes[0]!.setFaults({ error_rate: 1, error_status: 503 });
