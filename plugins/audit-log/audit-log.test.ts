@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { metric } from '../../test/plugin/plugin-helpers.js';
 import {
   chatRequest,
   LOOPBACK_HEAD,
@@ -180,5 +181,41 @@ routes:
 `);
     assert.ok(refused.message.includes(`cannot write the audit log ${missing}`), refused.message);
     assert.match(refused.message, /ENOENT/);
+  });
+
+  it('counts the lines a failing file drops, and opens the file again a second later', async () => {
+    // Every write to /dev/full fails (ENOSPC), as on a full disk.
+    const full = await startTestSluice(`${LOOPBACK_HEAD}plugins:
+  - name: audit
+    use: audit-log
+    options: { path: /dev/full }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet!.urls[0]}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+    plugins: [audit]
+`);
+    const dropped = 'sluice_plugin_audit_log_dropped_total{plugin="audit"}';
+    const send = async (): Promise<void> => {
+      const r = await fetch(`${full.url}/v1/chat/completions`, chatRequest());
+      await r.text();
+      await new Promise((res) => setTimeout(res, 100));
+    };
+    try {
+      await send(); // written; the write fails
+      await send(); // dropped
+      assert.equal(await metric(full, dropped), 1);
+      await new Promise((res) => setTimeout(res, 1100));
+      await send(); // the file is opened again and written; it fails again
+      await send(); // dropped
+      assert.equal(await metric(full, dropped), 2, 'a line a second later went to the reopened file');
+      assert.ok(full.logs.some((l) => l.includes('cannot write the audit log')));
+    } finally {
+      await full.close();
+    }
   });
 });

@@ -28,14 +28,20 @@ interface Captured {
   bytes: number;
 }
 
+/** How long after the file failed it is opened again, ms. */
+const REOPEN_AFTER_MS = 1000;
+
 /** Appends lines to a file, rotating it to `.1`, `.2`, ... past `maxBytes`. */
 class RotatingFile {
   private stream: WriteStream | null = null;
   private bytes = 0;
   private queue: string[] = [];
   private rotating = false;
-  /** The stream failed (the disk, the directory): lines are dropped, and counted, until a rotation opens it again. */
-  private broken = false;
+  /**
+   * Monotonic ms when the stream failed (the disk, the directory), or -1: lines are then dropped,
+   * and counted, and the file is opened again a second later.
+   */
+  private brokenAt = -1;
 
   constructor(
     private readonly file: string,
@@ -46,9 +52,10 @@ class RotatingFile {
 
   private open(): WriteStream {
     const s = createWriteStream(this.file, { flags: 'a' });
-    this.broken = false;
+    this.brokenAt = -1;
     s.on('error', (e) => {
-      this.broken = true;
+      // Only the current stream's failure stops the writes (a replaced one may fail late).
+      if (this.stream === s || this.stream === null) this.brokenAt = performance.now();
       this.onError(e);
     });
     return s;
@@ -79,7 +86,12 @@ class RotatingFile {
 
   /** Appends `line`; false when it was dropped (the file failed). */
   write(line: string): boolean {
-    if (this.broken) return false;
+    if (this.brokenAt >= 0) {
+      if (this.rotating || performance.now() - this.brokenAt < REOPEN_AFTER_MS) return false;
+      this.stream?.destroy();
+      this.stream = this.open();
+      this.bytes = 0;
+    }
     if (this.rotating) {
       this.queue.push(line);
       return true;

@@ -67,7 +67,8 @@ export const openAiEmbeddingsCodec: BatchCodec = {
       if (name === 'input') continue;
       const v = b[name];
       if (v === undefined) continue;
-      key += `${name}\u0000${JSON.stringify(v)}\u0001`;
+      // Names as JSON too: a name holding the separators cannot spell another body's key.
+      key += `${JSON.stringify(name)}:${JSON.stringify(v)},`;
     }
     return key;
   },

@@ -95,6 +95,19 @@ describe('native batching', () => {
     await b.close();
   });
 
+  it("keys groups so that no field name can spell another body's fields", () => {
+    const honest = { model: 'sim-embed', dimensions: 256, input: 'a' };
+    const forged = { 'dimensions\u0000256\u0001model': 'sim-embed', input: 'b' };
+    const spelled = { 'dimensions":256,"model': 'sim-embed', input: 'c' };
+    const keys = [honest, forged, spelled].map((b) => openAiEmbeddingsCodec.groupKey(b));
+    assert.equal(new Set(keys).size, 3, keys.join(' | '));
+    assert.equal(
+      openAiEmbeddingsCodec.groupKey({ dimensions: 256, model: 'sim-embed', input: 'z' }),
+      keys[0],
+      'the same fields in another order share a group',
+    );
+  });
+
   it('gives a multi-input item its own slice with indexes from 0', async () => {
     const t = new SimTransport(fleet.urls[0] ?? '');
     const b = native(t);
