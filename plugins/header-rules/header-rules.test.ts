@@ -121,6 +121,10 @@ describe('header-rules', { timeout: 30_000 }, () => {
         'request:\n        rename: { x-a: transfer-encoding }',
         /request\.rename: header transfer-encoding is managed/,
       ],
+      [
+        'response:\n        set: { x-note: "caf\u00e9 \u2615" }',
+        /response\.set: header x-note: the value must be a byte string/,
+      ],
     ] as const) {
       const yaml = `${LOOPBACK_HEAD}plugins:
   - name: headers

@@ -107,10 +107,21 @@ function checkNames(side: string, r: Rules): void {
   }
 }
 
+/** A value set as written (no `${...}` left after the environment): checked now, not per request. */
+function checkValue(side: string, name: string, t: Template): Template {
+  if (!t.constant) return t;
+  const v = t.render(null as unknown as PluginRequest);
+  if (/[\r\n\0]/.test(v))
+    throw new Error(`${side}.set: header ${name}: the value must not contain CR, LF or NUL`);
+  if (/[^\x00-\xff]/.test(v))
+    throw new Error(`${side}.set: header ${name}: the value must be a byte string (characters up to U+00FF)`);
+  return t;
+}
+
 function compile(side: string, r: Rules): Compiled | null {
   checkNames(side, r);
   const c: Compiled = {
-    set: Object.entries(r.set).map(([k, v]) => [k, new Template(v)]),
+    set: Object.entries(r.set).map(([k, v]) => [k, checkValue(side, k, new Template(v))]),
     remove: r.remove,
     rename: Object.entries(r.rename),
   };

@@ -75,7 +75,11 @@ export class ProxyItemExecutor implements ItemExecutor {
       // An output line's body is the node's JSON object (as OpenAI's always is): a 2xx without one
       // (an HTML page from a gateway, an empty 200 or 204) is not a result but a failed attempt,
       // retried like one, as the synchronous endpoint counts it failed.
-      if (r.status >= 200 && r.status < 300 && (typeof parsed !== 'object' || parsed === null)) {
+      if (
+        r.status >= 200 &&
+        r.status < 300 &&
+        (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      ) {
         const type = getFlat(r.responseHeaders, 'content-type') ?? '';
         throw new Error(
           `the node answered ${r.status} without a JSON object (${text.length === 0 ? 'an empty body' : `content-type "${type}"`})`,

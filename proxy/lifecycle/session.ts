@@ -701,14 +701,15 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** Sends a chunk of the winner downstream (through the plugins, if any). */
   private forward(att: Attempt, chunk: Buffer): void {
     // HOT
-    this.rec.bytes += chunk.length;
     const prev = this.newest;
     if (prev !== null) (this.earlier ??= new BodyTail()).keep(prev);
     this.newest = chunk;
     if (this.plug !== null) {
+      // The plugins' output is what goes out: counted as it is written (PluginRun.emit).
       this.plug.responseBody(att, chunk);
       return;
     }
+    this.rec.bytes += chunk.length;
     if (!this.downstream.write(chunk)) att.pause();
   }
 
@@ -831,6 +832,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return false;
     if (!this.downstream.abandonHead()) return false;
     this.winner = null;
+    // The retry's head sets these again; until then the request belongs to no node's series.
+    this.rec.series = null;
     this.status = 0;
     this.answerStatus = 0;
     this.sse = false;

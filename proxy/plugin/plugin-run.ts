@@ -285,8 +285,9 @@ export class PluginRun implements PluginRequest {
     // HOT
     const s = this.s;
     if (s.finished) return;
-    if (out !== null && out.length > 0) {
+    if (out !== null && out.length > 0 && !this.respNoBody) {
       this.bytesOut += out.length;
+      s.rec.bytes += out.length;
       if (!s.downstream.write(out)) this.controller?.pause();
     }
     if (input === null) {

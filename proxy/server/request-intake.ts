@@ -119,7 +119,7 @@ export class RequestIntake {
         Errors.bodyTooLarge,
         `request body of ${head.contentLength} bytes exceeds the limit of ${cfg.max_body_bytes}`,
         head.requestId,
-        !ds.keepsRefusedBody(head.contentLength),
+        this.host.draining || !ds.keepsRefusedBody(head.contentLength),
       );
       return null;
     }
