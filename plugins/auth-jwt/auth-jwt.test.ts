@@ -133,6 +133,14 @@ tenants:
       ask(jwt('HS256', Buffer.from(SECRET), claims({ sub: 'nobody' }))),
       unauthorized(/not configured/),
     );
+    await assert.rejects(
+      ask(jwt('HS256', Buffer.from(SECRET), claims({ nbf: String(now() + 3600) }))),
+      unauthorized(/nbf that is not a number/),
+    );
+    await assert.rejects(
+      ask(jwt('HS256', Buffer.from(SECRET), claims({ nbf: now() + 3600 }))),
+      unauthorized(/not valid yet/),
+    );
     const r = await fetch(`${t!.url}/v1/chat/completions`, { method: 'POST', body: '{}' });
     assert.equal(r.status, 401);
     const body = (await r.json()) as { error: { type: string; code: string } };

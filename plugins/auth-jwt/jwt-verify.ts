@@ -116,8 +116,11 @@ export function verifyJwt(
     throw new JwtError('the token has expired');
   }
   const nbf = claims['nbf'];
-  if (typeof nbf === 'number' && nowS + checks.leewayS < nbf)
-    throw new JwtError('the token is not valid yet');
+  if (nbf !== undefined) {
+    // A NumericDate (RFC 7519 §2): a string or anything else is refused, as for exp.
+    if (typeof nbf !== 'number') throw new JwtError('the token has an nbf that is not a number');
+    if (nowS + checks.leewayS < nbf) throw new JwtError('the token is not valid yet');
+  }
   if (checks.issuer !== null && claims['iss'] !== checks.issuer) throw new JwtError('wrong issuer');
   if (checks.audience.length > 0) {
     const aud = claims['aud'];
