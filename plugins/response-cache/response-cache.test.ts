@@ -67,6 +67,26 @@ describe('response-cache', { timeout: 60_000 }, () => {
     assert.ok((await metric(t!, 'sluice_plugin_response_cache_saved_seconds_total{plugin="cache"}')) > 0);
   });
 
+  it("honours the client's Cache-Control: no-cache recomputes and stores, no-store bypasses", async () => {
+    const body = { model: 'm', messages: msg('cache control'), max_tokens: 8, temperature: 0 };
+    const first = await raw(t!, body);
+    assert.equal(first.headers.get('x-sluice-cache'), 'miss');
+    await first.text();
+    const hit = await raw(t!, body);
+    assert.equal(hit.headers.get('x-sluice-cache'), 'hit');
+    await hit.text();
+    const fresh = await raw(t!, body, { 'cache-control': 'no-cache' });
+    assert.equal(fresh.headers.get('x-sluice-cache'), 'miss');
+    await fresh.text();
+    const bypass = await raw(t!, body, { 'cache-control': 'max-age=0, no-store' });
+    assert.equal(bypass.status, 200);
+    assert.equal(bypass.headers.get('x-sluice-cache'), null);
+    await bypass.text();
+    const after = await raw(t!, body);
+    assert.equal(after.headers.get('x-sluice-cache'), 'hit', 'the no-cache answer was stored');
+    await after.text();
+  });
+
   it('caches embeddings keyed on the canonical body (key order does not matter)', async () => {
     const a = await fetch(`${t!.url}/v1/embeddings`, {
       method: 'POST',

@@ -164,6 +164,17 @@ export default definePlugin<Options>({
           includeUsage: b.stream_options?.include_usage === true,
         };
         const key = cacheKey(req.tenant, req.path, body);
+        // The client's Cache-Control (RFC 9111 §5.2.1): no-store, neither served nor stored;
+        // no-cache, computed again by the node (and the new answer stored).
+        const cc = req.header('cache-control');
+        if (cc !== undefined) {
+          const directives = cc.toLowerCase();
+          if (/(^|[\s,])no-store([\s,]|$)/.test(directives)) return;
+          if (/(^|[\s,])no-cache([\s,=]|$)/.test(directives)) {
+            miss(req, key, w);
+            return;
+          }
+        }
         if (mem !== null) {
           const e = mem.get(key, clock.wallMs());
           if (e !== undefined) serve(req, e, w);
