@@ -83,7 +83,7 @@ tenants:
       chatRequest({}, { authorization: 'Bearer wrong' }),
     );
     assert.equal(bad.status, 401);
-    await bad.text();
+    const refusal = await bad.text();
     const ids = [ok.headers.get('x-request-id'), bad.headers.get('x-request-id')];
     await waitFor(async () => (await lines('audit.log')).length >= 2, 3000, 'two audit lines');
     const text = await readFile(join(dir, 'audit.log'), 'utf8');
@@ -102,6 +102,7 @@ tenants:
     assert.equal(a['error'], null);
     assert.equal(b['status'], 401);
     assert.equal(b['error'], 'invalid_api_key');
+    assert.equal(b['bytes_out'], Buffer.byteLength(refusal), "Sluice's own answer counts");
   });
 
   it('records a stream an OpenAI SDK client read with the token count the client was told', async () => {

@@ -1084,7 +1084,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   respond(status: number, headers: readonly string[], body: string | Uint8Array): void {
     if (this.finished) return;
     this.status = status;
-    this.rec.bytes += typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+    const n = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+    this.rec.bytes += n;
+    if (this.plug !== null) this.plug.bytesOut += n;
     this.downstream.reply(status, [...headers, 'x-request-id', this.id], body, this.host.draining);
     this.finish();
   }
@@ -1098,7 +1100,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     const body = errorBody(kind, message);
-    this.rec.bytes += Buffer.byteLength(body);
+    const n = Buffer.byteLength(body);
+    this.rec.bytes += n;
+    if (this.plug !== null) this.plug.bytesOut += n;
     this.downstream.reply(kind.status, headers, body, kind.closeConnection || this.host.draining);
     this.finish();
   }

@@ -706,6 +706,14 @@ export class PluginRun implements PluginRequest {
 
   reject(status: number, message: string, code = 'rejected_by_plugin', param: string | null = null): void {
     this.allow((1 << Phase.request) | (1 << Phase.route), 'reject');
+    if (typeof message !== 'string')
+      throw new TypeError(
+        `reject: the message must be a string, not ${message === null ? 'null' : typeof message}`,
+      );
+    if (typeof code !== 'string')
+      throw new TypeError(`reject: the code must be a string, not ${typeof code}`);
+    if (param !== null && typeof param !== 'string')
+      throw new TypeError(`reject: param must be a string or null, not ${typeof param}`);
     const type = status >= 500 ? 'server_error' : 'invalid_request_error';
     this.reply = {
       status: checkStatus(status, 400),

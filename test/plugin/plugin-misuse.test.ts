@@ -23,6 +23,7 @@ const CASES: [string, string][] = [
   ['respond-header-number', 'onRequest'],
   ['respond-204-body', 'onRequest'],
   ['reject-200', 'onRequest'],
+  ['reject-object-message', 'onRequest'],
   ['set-header-number', 'onRequest'],
   ['response-header-number', 'onResponseHead'],
 ];
