@@ -290,10 +290,11 @@ export class BatchApi implements LocalEndpoints {
     const s = c.s;
     if (s.body !== null && s.json() === null)
       throw new SyncBatchInvalid('the request body is not valid JSON', null);
-    const request = parseSyncBatch(s.json(), {
-      endpoints: c.cfg.endpoints,
-      maxItems: c.cfg.sync.max_items,
-    });
+    const request = parseSyncBatch(
+      s.json(),
+      { endpoints: c.cfg.endpoints, maxItems: c.cfg.sync.max_items },
+      s.body === null ? null : s.body.toString('utf8'),
+    );
     this.stats.syncItems += request.items.length;
     const headers: string[] = [];
     for (let i = 0; i < s.headers.length; i += 2) {

@@ -5,6 +5,7 @@
  * 200; only a malformed request as a whole is refused. It does not write HTTP: the caller sends
  * what `render` returns.
  */
+import { rawElements, rawMember, withoutMember } from '../lifecycle/json-spans.js';
 import type { SessionHost } from '../lifecycle/session.js';
 import type { Plan } from '../plan/plan.js';
 import type { Tenant } from '../tenant/tenant-table.js';
@@ -45,7 +46,11 @@ export interface SyncBatchLimits {
  * is not an object, a `custom_id` that is not a non-empty string or repeats, or `stream: true`
  * (a batch result holds whole responses).
  */
-export function parseSyncBatch(json: unknown, limits: SyncBatchLimits): SyncBatchRequest {
+export function parseSyncBatch(
+  json: unknown,
+  limits: SyncBatchLimits,
+  text: string | null = null,
+): SyncBatchRequest {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new SyncBatchInvalid('the request body must be a JSON object with "endpoint" and "items"', null);
   }
@@ -67,6 +72,10 @@ export function parseSyncBatch(json: unknown, limits: SyncBatchLimits): SyncBatc
   }
   const seen = new Map<string, number>();
   const out: SyncItem[] = new Array<SyncItem>(items.length);
+  // Each item as the client wrote it (only `custom_id` taken out), when the text is at hand.
+  const itemsText = text === null ? null : rawMember(text, 'items');
+  const written = itemsText === null ? null : rawElements(itemsText);
+  const raw = written !== null && written.length === items.length ? written : null;
   for (let i = 0; i < items.length; i++) {
     const item: unknown = items[i];
     if (typeof item !== 'object' || item === null || Array.isArray(item)) {
@@ -92,9 +101,10 @@ export function parseSyncBatch(json: unknown, limits: SyncBatchLimits): SyncBatc
         `items[${i}].stream`,
       );
     }
+    const asWritten = raw === null ? null : withoutMember(raw[i]!, 'custom_id');
     out[i] = {
       customId: typeof customId === 'string' ? customId : null,
-      body: Buffer.from(JSON.stringify(body)),
+      body: Buffer.from(asWritten ?? JSON.stringify(body)),
     };
   }
   return { endpoint, items: out };

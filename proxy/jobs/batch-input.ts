@@ -3,6 +3,7 @@
  * `{custom_id, method, url, body}`). Pure logic: no I/O, no database.
  */
 
+import { rawMember } from '../lifecycle/json-spans.js';
 import { JobError, JobErrors } from './job-errors.js';
 
 /** One validated input line. */
@@ -13,6 +14,11 @@ export interface BatchInputLine {
   method: 'POST';
   url: string;
   body: Record<string, unknown>;
+  /**
+   * The body's JSON text exactly as the line has it: what the node is sent (a re-serialised body
+   * would change numbers beyond double precision, such as a 64-bit `seed`).
+   */
+  raw: string;
 }
 
 /** Limits applied while parsing. */
@@ -76,6 +82,7 @@ export function parseBatchInput(content: string, limits: BatchInputLimits = {}):
       method: 'POST',
       url: url as string,
       body: body as Record<string, unknown>,
+      raw: rawMember(text, 'body') ?? JSON.stringify(body),
     });
     if (out.length > maxLines) fail(`more than ${maxLines} requests`);
   }

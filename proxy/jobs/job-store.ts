@@ -252,7 +252,7 @@ export class JobStore {
         );
         for (let i = 0; i < lines.length; i++) {
           const l = lines[i]!;
-          insert.run(id, i, l.customId, l.method, l.url, JSON.stringify(l.body));
+          insert.run(id, i, l.customId, l.method, l.url, l.raw);
         }
       })
       .immediate();

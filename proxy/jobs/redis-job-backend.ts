@@ -135,7 +135,8 @@ export class RedisJobBackend implements JobBackend {
         customId,
         method,
         url,
-        body: JSON.stringify(body),
+        // Source text since bodies are stored as such; an object from an older store is serialised.
+        body: typeof body === 'string' ? body : JSON.stringify(body),
         attempts: Number(attempts),
       };
     });

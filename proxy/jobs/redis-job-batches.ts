@@ -182,7 +182,7 @@ export class RedisJobBatches {
    * creator that dies first leaves nothing behind for good. The TTL is set right after the first
    * write on the same connection, so it is in place before any later write lands.
    */
-  private async stage(id: string, lines: { customId: string; method: string; url: string; body: unknown }[]) {
+  private async stage(id: string, lines: { customId: string; method: string; url: string; raw: string }[]) {
     const items = this.conn.keys.items(id);
     const cids = this.conn.keys.customIds(id);
     const writes: Promise<unknown>[] = [];
@@ -191,7 +191,8 @@ export class RedisJobBatches {
       const cidArgs = ['HSET', cids];
       for (let i = from; i < Math.min(lines.length, from + this.chunk); i++) {
         const l = lines[i]!;
-        itemArgs.push(String(i), JSON.stringify([l.method, l.url, l.body]));
+        // The body as its source text (a string), so numbers beyond double precision stay as sent.
+        itemArgs.push(String(i), JSON.stringify([l.method, l.url, l.raw]));
         cidArgs.push(String(i), l.customId);
       }
       writes.push(this.conn.send(itemArgs), this.conn.send(cidArgs));

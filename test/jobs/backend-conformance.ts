@@ -424,6 +424,18 @@ export function describeJobBackend(
       });
     });
 
+    it('hands an item out with its body as uploaded: a 64-bit seed keeps every digit', async () => {
+      const body = '{"model": "sim-embed", "input": "x", "seed": 9007199254740993}';
+      const file = await b.createFile(ALICE, {
+        filename: 'seed.jsonl',
+        purpose: 'batch',
+        content: `{"custom_id":"s","method":"POST","url":"${EMBEDDINGS}","body":${body}}\n`,
+      });
+      await b.createBatch(ALICE, { input_file_id: file.id, endpoint: EMBEDDINGS, completion_window: '24h' });
+      const item = await claimOne('w1', LONG_LEASE_MS);
+      assert.equal(item.body, body);
+    });
+
     it('cancels at once when nothing is in flight', async () => {
       const { id } = await batchOf(ALICE, 3);
       const cancelled = await b.cancelBatch(ALICE, id);

@@ -66,3 +66,23 @@ describe('batch input validation', () => {
     );
   });
 });
+
+describe('the body as written', () => {
+  it('keeps each body as its source text: big integers, spacing, escapes, nested values', () => {
+    const line =
+      '{"custom_id":"a","method":"POST","url":"/v1/embeddings","body": {"model":"m","input":"say \\"}\\" [x]","seed":9007199254740993, "big":1e400,"n":{"a":[1,{"b":"]"}]}} }';
+    const [parsed] = parseBatchInput(line);
+    assert.equal(
+      parsed!.raw,
+      '{"model":"m","input":"say \\"}\\" [x]","seed":9007199254740993, "big":1e400,"n":{"a":[1,{"b":"]"}]}}',
+    );
+  });
+
+  it('takes the last body when the name repeats, as JSON.parse does', () => {
+    const line =
+      '{"body":{"model":"first"},"custom_id":"a","method":"POST","url":"/v1/x","body":{"model":"last"}}';
+    const [parsed] = parseBatchInput(line);
+    assert.equal(parsed!.raw, '{"model":"last"}');
+    assert.deepEqual(parsed!.body, { model: 'last' });
+  });
+});
