@@ -689,6 +689,7 @@ export class PluginRun implements PluginRequest {
     const flat: string[] = [];
     for (const [k, v] of Object.entries(headers)) {
       checkHeader(k, v);
+      checkResponseHeader(k);
       flat.push(k, v);
     }
     if (typeof body !== 'string' && !(body instanceof Uint8Array))
@@ -698,9 +699,11 @@ export class PluginRun implements PluginRequest {
     const s = checkStatus(status);
     // A 204 or 304 has no content (RFC 9110 §15.3.5, §15.4.5): a client would read a body as the
     // start of the next response on the connection.
-    if ((s === 204 || s === 304) && body.length > 0)
+    if ((s === 204 || s === 205 || s === 304) && body.length > 0)
       throw new TypeError(`respond: a ${s} answer has no body; pass ''`);
-    if (getFlat(flat, 'content-type') === undefined) flat.push('content-type', 'application/json');
+    // An empty answer has no type to announce.
+    if (getFlat(flat, 'content-type') === undefined && body.length > 0)
+      flat.push('content-type', 'application/json');
     this.reply = { status: s, headers: flat, body, code: null };
   }
 
@@ -742,6 +745,7 @@ export class PluginRun implements PluginRequest {
   setResponseHeader(name: string, value: string): void {
     this.allow(1 << Phase.responseHead, 'setResponseHeader');
     checkHeader(name, value);
+    checkResponseHeader(name);
     if (hasNonAscii(value)) this.respBinary = true;
     setFlat(this.respHeaders, name, value);
   }
@@ -756,6 +760,12 @@ export class PluginRun implements PluginRequest {
     this.allow(1 << Phase.responseHead, 'setStatus');
     this.respStatus = checkStatus(status);
   }
+}
+
+/** The server writes its own `Date` on every answer: a plugin's would make two. */
+function checkResponseHeader(name: string): void {
+  if (name === 'date')
+    throw new TypeError('header date is written by the server: a second one would be sent');
 }
 
 /** `status` when it is an integer from `min` to 599 (an error status for `reject`: 400). */

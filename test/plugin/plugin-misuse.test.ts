@@ -22,6 +22,8 @@ const CASES: [string, string][] = [
   ['respond-null', 'onRequest'],
   ['respond-header-number', 'onRequest'],
   ['respond-204-body', 'onRequest'],
+  ['respond-205-body', 'onRequest'],
+  ['respond-date-header', 'onRequest'],
   ['reject-200', 'onRequest'],
   ['reject-object-message', 'onRequest'],
   ['set-header-number', 'onRequest'],
