@@ -927,6 +927,15 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     // No node saw the item (none could be picked): as for any request Sluice refuses that way.
     if (status === 503 && attempts === 0) headers.push(...NO_NODE_RETRY_AFTER);
+    if (this.route!.routeHeader) {
+      // A micro-batch answer: one call (or several, retried) carried it with other requests.
+      const pool = this.pool!;
+      headers.push(
+        'x-sluice-route',
+        `pool=${pool.name}; policy=${pool.policy.kind}; batched; attempt=${attempts}`,
+      );
+    }
+    this.rec.bytes += body.length;
     this.downstream.reply(status, headers, body, this.host.draining);
     this.finish();
   }

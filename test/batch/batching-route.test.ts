@@ -9,7 +9,9 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { decodeBase64Embedding, expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { LOOPBACK_HEAD, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 function config(node: string, mode: string, path: string): string {
   return `${LOOPBACK_HEAD}pools:
@@ -142,5 +144,44 @@ describe('micro-batching on a route', () => {
     assert.match(await r.text(), /data: \[DONE\]/);
     const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
     assert.match(metrics, /sluice_batch_items_total\{route="batched"\} 0\n/);
+  });
+
+  it('reports a batched answer in x-sluice-route and counts its bytes in the access log', async () => {
+    await t?.close();
+    t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet.urls[0]!}
+routes:
+  - name: batched
+    match: { path: /v1/embeddings }
+    pool: gpu
+    route_header: true
+    batching: { mode: native, max_batch_size: 16, max_wait_ms: 20 }
+access_log:
+  destination: logs/access.log
+`);
+    const r = await fetch(`${t.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'batched-route-1' },
+      body: JSON.stringify({ model: 'sim-embed', input: 'route me' }),
+    });
+    assert.equal(r.status, 200);
+    const text = await r.text();
+    assert.equal(r.headers.get('x-sluice-route'), 'pool=gpu; policy=round-robin; batched; attempt=1');
+    const file = join(dirname(t.configPath), 'logs', 'access.log');
+    let line: { request_id: string; bytes: number } | undefined;
+    await waitFor(
+      async () => {
+        const lines = (await readFile(file, 'utf8').catch(() => '')).split('\n').filter((l) => l !== '');
+        line = lines
+          .map((l) => JSON.parse(l) as { request_id: string; bytes: number })
+          .find((l) => l.request_id === 'batched-route-1');
+        return line !== undefined;
+      },
+      5000,
+      'the access-log line',
+    );
+    assert.equal(line!.bytes, Buffer.byteLength(text));
   });
 });
