@@ -26,6 +26,12 @@ export interface BatchCodec {
    * answer does not match the request (wrong count, not JSON), which fails the call's items with 502.
    */
   split(answer: Buffer, bodies: readonly object[]): Buffer[] | null;
+  /**
+   * False for a body this codec cannot combine with others as it is (native embeddings: an input
+   * that is missing, empty or of another shape): it is then forwarded alone as the client sent it,
+   * so the node answers it, not a rewritten version. Absent: every body. // HOT
+   */
+  combinable?(body: object): boolean;
 }
 
 /**

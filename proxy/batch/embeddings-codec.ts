@@ -73,6 +73,20 @@ export const openAiEmbeddingsCodec: BatchCodec = {
     return key;
   },
 
+  combinable(body) {
+    // HOT: a non-empty string, or a non-empty list of strings, of token ids (one input), or of
+    // non-empty token lists; anything else goes to the node alone, as sent.
+    const input = (body as Obj)['input'];
+    if (typeof input === 'string') return input.length > 0;
+    if (!Array.isArray(input) || input.length === 0) return false;
+    const first: unknown = input[0];
+    if (typeof first === 'string') return input.every((x) => typeof x === 'string' && x.length > 0);
+    if (typeof first === 'number') return input.every((x) => Number.isInteger(x));
+    return input.every(
+      (x) => Array.isArray(x) && x.length > 0 && x.every((t: unknown) => Number.isInteger(t)),
+    );
+  },
+
   dedupKey(body) {
     const input = (body as Obj)['input'];
     return typeof input === 'string' ? `s${input}` : `j${JSON.stringify(input)}`;

@@ -62,6 +62,12 @@ export class MicroBatcher {
     this.dispatcher = o.mode === BatchMode.native ? new NativeDispatcher(ctx) : new FanoutDispatcher(ctx);
   }
 
+  /** Whether `body` may go into a batch (the codec's `combinable`); false: forward it alone. // HOT */
+  accepts(body: object): boolean {
+    const c = this.codec.combinable;
+    return c === undefined || c.call(this.codec, body);
+  }
+
   /** Items accepted and not yet resolved. */
   get pending(): number {
     return this.unresolved;

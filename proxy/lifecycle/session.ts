@@ -450,7 +450,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       }
       // A stream is forwarded as it is: a micro-batch answers with whole bodies, which would hold
       // the events back until the last one and send them as JSON.
-      if ((body as { stream?: unknown }).stream !== true) {
+      // A body the codec cannot combine (an embeddings input that is empty or of another shape)
+      // goes to a node alone, as sent: the node's own answer says what is wrong with it.
+      if ((body as { stream?: unknown }).stream !== true && batcher.accepts(body)) {
         // The batcher answers through onBatchResult, exactly once.
         batcher.submit(body, this, 0, this.body);
         return;

@@ -130,3 +130,49 @@ routes:
     assert.ok(nodes[0]!.retry_budget_refused > 0);
   });
 });
+
+describe('bodies a native batch cannot combine', { timeout: 30_000 }, () => {
+  it('forwards them alone, as the client sent them, for the node to answer', async () => {
+    const received: string[] = [];
+    const node = await startScriptedNode((req, res) => {
+      let raw = '';
+      req.on('data', (c: Buffer) => (raw += c.toString()));
+      req.on('end', () => {
+        received.push(raw);
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"bad input","type":"invalid_request_error","code":null}}');
+      });
+    });
+    const t = await startTestSluice(`${LOOPBACK_HEAD}pools:
+  - name: embed
+    nodes:
+      - url: ${node.url}
+routes:
+  - name: batched
+    match: { path: /v1/embeddings }
+    pool: embed
+    batching: { mode: native }
+`);
+    try {
+      const bodies = [
+        '{"model":"e","input":[]}',
+        '{"model":"e"}',
+        '{"model":"e","input":[1,"a"]}',
+        '{"model":"e","input":""}',
+      ];
+      for (const body of bodies) {
+        const r = await fetch(`${t.url}/v1/embeddings`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+        });
+        assert.equal(r.status, 400);
+        assert.match(await r.text(), /bad input/);
+      }
+      assert.deepEqual(received, bodies);
+    } finally {
+      await t.close();
+      await node.close();
+    }
+  });
+});
