@@ -64,8 +64,8 @@ export class MicroBatcher {
 
   /** Whether `body` may go into a batch (the codec's `combinable`); false: forward it alone. // HOT */
   accepts(body: object): boolean {
-    const c = this.codec.combinable;
-    return c === undefined || c.call(this.codec, body);
+    const codec = this.codec;
+    return codec.combinable === undefined || codec.combinable(body);
   }
 
   /** Items accepted and not yet resolved. */
