@@ -5,6 +5,8 @@
  * failures are printed as messages, not stack traces.
  */
 
+import { constants } from 'node:fs';
+import { access, mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { LoadtestError, LoadtestErrorCode } from './loadtest-error.js';
 import { compareResults, readResult, renderComparison } from './report/compare.js';
@@ -101,13 +103,15 @@ async function run(
   signal: AbortSignal,
 ): Promise<number> {
   const scenario = await loadScenarioFile(args.scenario);
+  const dir = resolve(args.out);
+  // The results directory is checked before the run: a run whose files cannot be written is lost.
+  await checkWritable(dir);
   const results = await runScenario(scenario, {
     variant: args.variant,
     durationS: args.durationS,
     log: args.quiet ? undefined : io.stderr,
     signal,
   });
-  const dir = resolve(args.out);
   for (const r of results) {
     io.stdout('');
     for (const line of renderReport(r)) io.stdout(line);
@@ -130,6 +134,19 @@ async function run(
     io.stdout(`plots of all variants: ${(await writeVariantsPlot(results, dir)).join(' ')}`);
   }
   return 0;
+}
+
+/** Creates `dir` when missing and checks that files can be written in it; throws `outputFailed`. */
+async function checkWritable(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, constants.W_OK);
+  } catch (err) {
+    throw new LoadtestError(
+      LoadtestErrorCode.outputFailed,
+      `cannot write results to ${dir}: ${(err as Error).message}`,
+    );
+  }
 }
 
 /** `sluice loadtest jobs-crash`: prints the report as JSON; 0 when every check passed. */
@@ -158,14 +175,29 @@ async function jobsCrash(
  * an invalid scenario or an unreadable result file.
  */
 export async function runLoadtestCli(argv: string[], io: LoadtestCliIo = {}): Promise<number> {
-  const stdout = io.stdout ?? ((line: string) => void process.stdout.write(`${line}\n`));
+  // A reader that goes away (`| head`) must not end the run: the result files are still written.
+  let stdoutGone = false;
+  const onStdoutError = (err: NodeJS.ErrnoException): void => {
+    if (err.code !== 'EPIPE') throw err;
+    stdoutGone = true;
+  };
+  if (io.stdout === undefined) process.stdout.on('error', onStdoutError);
+  const stdout =
+    io.stdout ??
+    ((line: string) => {
+      if (!stdoutGone) process.stdout.write(`${line}\n`);
+    });
   const stderr = io.stderr ?? ((line: string) => void process.stderr.write(`${line}\n`));
   const controller = new AbortController();
   const onSigint = (): void => {
     stderr('sluice loadtest: interrupted; finishing requests in flight (Ctrl-C again to kill)');
     controller.abort();
   };
-  if (io.signal === undefined) process.once('SIGINT', onSigint);
+  // SIGTERM (a CI job cancelled, `timeout`) ends the run as Ctrl-C does: drain, report, files.
+  if (io.signal === undefined) {
+    process.once('SIGINT', onSigint);
+    process.once('SIGTERM', onSigint);
+  }
   const signal = io.signal ?? controller.signal;
   try {
     if (argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
@@ -188,5 +220,7 @@ export async function runLoadtestCli(argv: string[], io: LoadtestCliIo = {}): Pr
     return input.includes(err.code) ? 2 : 1;
   } finally {
     process.off('SIGINT', onSigint);
+    process.off('SIGTERM', onSigint);
+    if (io.stdout === undefined) process.stdout.off('error', onStdoutError);
   }
 }

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runLoadtestCli } from '../../loadtest/cli.js';
 import { refusedPort } from '../helpers/refused-port.js';
+import { exitWithin, runSluice } from '../helpers/sluice-cli.js';
 import type { LoadtestResult } from '../../loadtest/report/result.js';
 
 let dir = '';
@@ -255,6 +256,22 @@ describe('loadtest end to end', () => {
     assert.equal(existsSync(join(dir, 'out', 'refused-default.json')), false);
   });
 
+  it('checks the results directory before the run, not after it', async () => {
+    const port = await refusedPort();
+    const file = await scenario(
+      'no-out',
+      `name: no-out\nload: { mode: closed }\ntarget: http://127.0.0.1:${port}\nworkload:\n  mix: [{ kind: embedding }]\n`,
+    );
+    // A regular file where the directory should be: nothing can be written below it.
+    const blocked = join(dir, 'a-file');
+    await writeFile(blocked, 'x');
+    const run = await cli([file, '--out', join(blocked, 'out')]);
+    assert.equal(run.code, 1);
+    const text = run.stderr.join('\n');
+    assert.match(text, /cannot write results to .*a-file\/out/);
+    assert.doesNotMatch(text, /refused the connection/, 'the run started before the check');
+  });
+
   it('rejects an invalid scenario with file:line:col before starting anything', async () => {
     const file = await scenario(
       'invalid',
@@ -276,5 +293,28 @@ describe('loadtest end to end', () => {
     const run = await cli(['compare', notResult, notResult]);
     assert.equal(run.code, 2);
     assert.match(run.stderr.join('\n'), /is not a loadtest result/);
+  });
+
+  it('keeps running and writes its files when stdout is closed, and stops cleanly on SIGTERM', async () => {
+    const file = await scenario(
+      'signals',
+      'name: signals\nseed: 1\nduration_s: 30\ndrain_s: 2\nload: { mode: open, rate: 20 }\nfleet: { nodes: 1, profile: fast }\nworkload:\n  mix: [{ kind: embedding }]\n',
+    );
+    const out = join(dir, 'signals-out');
+    const p = runSluice(['loadtest', file, '--out', out, '--quiet']);
+    try {
+      // The reader goes away at once (as `| head` does once it has its lines).
+      p.child.stdout!.destroy();
+      await new Promise((res) => setTimeout(res, 3000));
+      p.child.kill('SIGTERM');
+      const code = await exitWithin(p, 20_000);
+      const stderr = p.out();
+      assert.equal(code, 0, stderr);
+      assert.match(stderr, /interrupted; finishing requests in flight/);
+      assert.doesNotMatch(stderr, /EPIPE|\n\s+at /);
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+    assert.ok(existsSync(join(out, 'signals-default.json')), 'the result file was written');
   });
 });
