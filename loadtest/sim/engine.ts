@@ -205,7 +205,10 @@ export class SimEngine implements Stepper {
       if (job.kind === 'embed') {
         this.takeHead(job, now);
         job.state = JobState.embed;
-        job.timer = setTimeout(this.onEmbedTimer, job.embedMs * this.timeScale(), job);
+        // Timed from `now` in the model (a slot freed by an embedding late on its timer starts the
+        // next one at the earlier one's end): the timer's lateness does not add up batch after batch.
+        job.embedDueAt = now + job.embedMs * this.timeScale();
+        job.timer = setTimeout(this.onEmbedTimer, Math.max(0, Math.ceil(job.embedDueAt - nowMs())), job);
         continue;
       }
       if (budget <= 0) return;
@@ -287,9 +290,17 @@ export class SimEngine implements Stepper {
     job.timer = null;
     if (job.state !== JobState.embed) return;
     const now = nowMs();
+    if (now < job.embedDueAt) {
+      // Timers count whole milliseconds: one may fire before the model's end.
+      job.timer = setTimeout(this.onEmbedTimer, Math.ceil(job.embedDueAt - now), job);
+      return;
+    }
     job.firstTokenAt = now;
     this.counters.promptTokens += job.promptTokens;
     this.finish(job, now);
+    // The freed slot goes to a queued embedding at once, from the model's end of this one (a
+    // generation waits for the next step as before).
+    this.admit(Math.min(now, job.embedDueAt), 0);
   };
 
   private finish(job: SimJob, now: number): void {

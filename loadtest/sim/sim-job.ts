@@ -62,6 +62,8 @@ export class SimJob {
   firstTokenAt = 0;
   /** The job's own timer (embed duration or fixed token gap), if any. */
   timer: NodeJS.Timeout | null = null;
+  /** An embeddings job: the monotonic ms its computation ends in the model. */
+  embedDueAt = 0;
 
   private constructor(
     readonly kind: 'generate' | 'embed',
