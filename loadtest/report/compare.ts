@@ -132,5 +132,40 @@ export async function readResult(file: string): Promise<LoadtestResult> {
       `${file} is not a loadtest result (expected "format": "${RESULT_FORMAT}")`,
     );
   }
+  const missing = missingField(parsed);
+  if (missing !== null) {
+    throw new LoadtestError(
+      LoadtestErrorCode.resultInvalid,
+      `${file} is not a complete loadtest result: "${missing}" is missing or of the wrong type`,
+    );
+  }
   return parsed as LoadtestResult;
+}
+
+/** The first field a comparison reads that `r` lacks (or holds with another type), or null. */
+function missingField(r: object): string | null {
+  const at = (path: string): unknown => {
+    let v: unknown = r;
+    for (const k of path.split('.'))
+      v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined;
+    return v;
+  };
+  const objects = [
+    'requests',
+    'latency_ms',
+    'latency_ms.e2e',
+    'latency_ms.ttft',
+    'latency_ms.itl',
+    'target',
+    'prefix_cache',
+  ];
+  for (const path of objects) {
+    const v = at(path);
+    if (typeof v !== 'object' || v === null) return path;
+  }
+  for (const path of ['requests.ok_per_s', 'requests.offered_per_s'])
+    if (typeof at(path) !== 'number') return path;
+  for (const path of ['tenants', 'nodes']) if (!Array.isArray(at(path))) return path;
+  if (typeof at('variant') !== 'string') return 'variant';
+  return null;
 }

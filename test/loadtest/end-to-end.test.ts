@@ -293,6 +293,12 @@ describe('loadtest end to end', () => {
     const run = await cli(['compare', notResult, notResult]);
     assert.equal(run.code, 2);
     assert.match(run.stderr.join('\n'), /is not a loadtest result/);
+    // The right format field, but not the rest of a result: a message and exit 2, no stack trace.
+    const partial = join(dir, 'partial-result.json');
+    await writeFile(partial, JSON.stringify({ format: 'sluice-loadtest-result/1', variant: 'x' }));
+    const incomplete = await cli(['compare', partial, partial]);
+    assert.equal(incomplete.code, 2);
+    assert.match(incomplete.stderr.join('\n'), /is not a complete loadtest result: "requests" is missing/);
   });
 
   it('keeps running and writes its files when stdout is closed, and stops cleanly on SIGTERM', async () => {
