@@ -110,6 +110,7 @@ async function run(
     variant: args.variant,
     durationS: args.durationS,
     log: args.quiet ? undefined : io.stderr,
+    warn: io.stderr,
     signal,
   });
   for (const r of results) {

@@ -33,6 +33,8 @@ export interface RunOptions {
   durationS?: number;
   /** Receives progress and status lines; default none. */
   log?: (line: string) => void;
+  /** Warnings (a node_metrics URL that cannot be read), shown even when progress is not. Default: `log`. */
+  warn?: (line: string) => void;
   /** Stops sending early (e.g. on Ctrl-C); the results so far are reported. */
   signal?: AbortSignal;
 }
@@ -98,7 +100,8 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
           : (fleet?.urls ?? []);
     const targetKind = sluice !== null ? 'sluice' : spec.target !== null ? 'external' : 'direct';
     const probe: NodeProbe | null =
-      fleet?.probe ?? (spec.nodeMetrics.length > 0 ? metricsProbe(spec.nodeMetrics, null) : null);
+      fleet?.probe ??
+      (spec.nodeMetrics.length > 0 ? metricsProbe(spec.nodeMetrics, null, opts.warn ?? log) : null);
     for (const origin of origins) await checkReachable(origin);
 
     const driver = driverFor(spec);

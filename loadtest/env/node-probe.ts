@@ -58,9 +58,18 @@ export function inProcessProbe(nodes: readonly SimNode[]): NodeProbe {
   };
 }
 
-async function scrape(url: string, maxRunning: number | null): Promise<NodeSample | null> {
+async function scrape(
+  url: string,
+  maxRunning: number | null,
+  failed: (url: string, why: string) => void,
+): Promise<NodeSample | null> {
   try {
     const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(2000) });
+    if (res.status !== 200) {
+      await res.arrayBuffer();
+      failed(url, `answered ${res.status}`);
+      return null;
+    }
     const samples = parsePromText(await res.text());
     return {
       url,
@@ -73,14 +82,30 @@ async function scrape(url: string, maxRunning: number | null): Promise<NodeSampl
       maxRunning,
       at: performance.now(),
     };
-  } catch {
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+    failed(url, cause?.code ?? cause?.message ?? (e instanceof Error ? e.message : String(e)));
     return null;
   }
 }
 
-/** A probe scraping `urls`' /metrics; `maxRunning` is the slot count when the profile is known. */
-export function metricsProbe(urls: readonly string[], maxRunning: number | null): NodeProbe {
+/**
+ * A probe scraping `urls`' /metrics; `maxRunning` is the slot count when the profile is known.
+ * `warn` hears once per URL that could not be read (its node is then left out of the report).
+ */
+export function metricsProbe(
+  urls: readonly string[],
+  maxRunning: number | null,
+  warn: (line: string) => void = () => undefined,
+): NodeProbe {
+  const told = new Set<string>();
+  const failed = (url: string, why: string): void => {
+    if (told.has(url)) return;
+    told.add(url);
+    warn(`node_metrics ${url}: cannot read /metrics (${why}); this node is left out of the report`);
+  };
   return {
-    sample: async () => (await Promise.all(urls.map((u) => scrape(u, maxRunning)))).filter((s) => s !== null),
+    sample: async () =>
+      (await Promise.all(urls.map((u) => scrape(u, maxRunning, failed)))).filter((s) => s !== null),
   };
 }

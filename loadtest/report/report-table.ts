@@ -115,7 +115,7 @@ export function renderReport(r: LoadtestResult): string[] {
       `prefix cache hit rate: ${fmtPct(pc.hit_rate)} (${fmtInt(pc.hit_tokens)} of ${fmtInt(pc.query_tokens)} prompt tokens looked up)`,
     );
   } else {
-    out.push('nodes: not observed (no fleet and no node_metrics)');
+    out.push('nodes: not observed (no fleet, and no node_metrics that could be read)');
   }
   const lag = r.load.mode === 'open' ? `, send lag p99 ${fmtMs(l.send_lag.p99_ms)} ms` : '';
   const sessions =

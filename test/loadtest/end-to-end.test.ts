@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runLoadtestCli } from '../../loadtest/cli.js';
+import { startSimFleet } from '../../loadtest/sim/fleet.js';
 import { refusedPort } from '../helpers/refused-port.js';
 import { exitWithin, runSluice } from '../helpers/sluice-cli.js';
 import type { LoadtestResult } from '../../loadtest/report/result.js';
@@ -270,6 +271,26 @@ describe('loadtest end to end', () => {
     const text = run.stderr.join('\n');
     assert.match(text, /cannot write results to .*a-file\/out/);
     assert.doesNotMatch(text, /refused the connection/, 'the run started before the check');
+  });
+
+  it('warns about a node_metrics URL it cannot read, and says so in the report', async () => {
+    const fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    try {
+      const dead = `http://127.0.0.1:${await refusedPort()}`;
+      const file = await scenario(
+        'metrics-gone',
+        `name: metrics-gone\nduration_s: 1\nload: { mode: closed, connections: 2 }\ntarget: ${fleet.urls[0]!}\nnode_metrics: [${dead}]\nworkload:\n  mix: [{ kind: embedding }]\n`,
+      );
+      const run = await cli([file, '--out', join(dir, 'out'), '--quiet']);
+      assert.equal(run.code, 0, run.stderr.join('\n'));
+      assert.ok(
+        run.stderr.some((l) => l.startsWith(`node_metrics ${dead}: cannot read /metrics (`)),
+        run.stderr.join('\n'),
+      );
+      assert.ok(run.stdout.some((l) => l.includes('no node_metrics that could be read')));
+    } finally {
+      await fleet.close();
+    }
   });
 
   it('rejects an invalid scenario with file:line:col before starting anything', async () => {
