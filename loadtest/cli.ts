@@ -72,8 +72,11 @@ function parseRunArgs(argv: readonly string[]): RunArgs {
       return v;
     };
     if (flag === '--out') out.out = value();
-    else if (flag === '--variant') out.variant = value();
-    else if (flag === '--quiet') out.quiet = true;
+    else if (flag === '--variant') {
+      if (out.variant !== undefined)
+        throw usage('--variant may be given once (run the scenario again for another)');
+      out.variant = value();
+    } else if (flag === '--quiet') out.quiet = true;
     else if (flag === '--duration') {
       const raw = value();
       const n = Number(raw);

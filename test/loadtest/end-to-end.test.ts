@@ -309,6 +309,9 @@ describe('loadtest end to end', () => {
   it('rejects bad arguments and files that are not results', async () => {
     assert.equal((await cli([])).code, 2);
     assert.equal((await cli(['x.yaml', '--duration', '0'])).code, 2);
+    const twice = await cli(['x.yaml', '--variant', 'a', '--variant', 'b']);
+    assert.equal(twice.code, 2);
+    assert.match(twice.stderr.join('\n'), /--variant may be given once/);
     const notResult = join(dir, 'not-result.json');
     await writeFile(notResult, '{"hello": 1}');
     const run = await cli(['compare', notResult, notResult]);
