@@ -13,11 +13,12 @@ commands:
                           with four simulated GPU nodes)
   check FILE [FILE...]    validate config files; exit 1 with file:line:col errors
   sim --nodes N --port P  run simulated GPU inference nodes on consecutive ports
-  loadtest SCENARIO.yaml  run a load-test scenario (see docs/loadtesting.md);
+  loadtest SCENARIO.yaml  run a load-test scenario (see docs/loadtesting.md)
   loadtest compare A B    compare two result files side by side
+  loadtest jobs-crash     kill -9 Sluice during a durable batch and check every result after
   capacity ...            how many GPU nodes for a load: from numbers, or per pool from a
                           running Sluice (--admin URL); see docs/capacity.md
-  stats --admin URL ...    merge the latency histograms of running instances and print
+  stats --admin URL ...   merge the latency histograms of running instances and print
                           percentiles (see docs/observability.md)
   version                 print the version
 `;
