@@ -47,6 +47,8 @@ export class PoolHealth {
   private readonly client = new ProbeClient();
   /** Nodes out of rotation now (ejected or failing checks). */
   private outCount = 0;
+  /** Nodes the pool gives weight 0: they take no traffic, so they cannot stand in for an ejected one. */
+  private weightless: ReadonlySet<UpstreamNode> = new Set();
   /** Timer of the next ejection end or slow-start step; null when nothing is due. */
   private timer: NodeJS.Timeout | null = null;
   /** False until the first `update`: nodes present at first start do not slow-start. */
@@ -73,10 +75,15 @@ export class PoolHealth {
    * after the first call start in slow start. Checkers and scrapers are started, stopped or
    * reconfigured to match `options`. Throws `RangeError` for an option out of range (nothing changes).
    */
-  update(nodes: readonly UpstreamNode[], options: PoolHealthOptions): void {
+  update(
+    nodes: readonly UpstreamNode[],
+    options: PoolHealthOptions,
+    weightless: ReadonlySet<UpstreamNode> = new Set(),
+  ): void {
     if (this.closed) throw new Error(`health of pool ${this.poolName} is closed`);
     const opts = resolveHealthOptions(options);
     this.opts = opts;
+    this.weightless = weightless;
     this.outlier.options = opts.outlier;
     const now = opts.now();
     const keep = new Set(nodes);
@@ -189,10 +196,27 @@ export class PoolHealth {
     this.client.close();
   }
 
+  /**
+   * Nodes that take traffic now: in rotation, not drained by an operator, weight above 0. The
+   * last-node rule counts these: ejecting the only one would leave the pool with no node at all.
+   */
+  private servingCount(): number {
+    let n = 0;
+    for (const h of this.states.values()) if (this.serves(h)) n++;
+    return n;
+  }
+
+  private serves(h: NodeHealth): boolean {
+    return !h.out && !h.node.drained && !this.weightless.has(h.node);
+  }
+
   private tryEject(h: NodeHealth): void {
     // A node failing its active checks is out already; ejecting it would only spend the cap.
     if (h.checkDown) return;
-    const refusal = this.outlier.refusal(this.states.size, this.states.size - this.outCount);
+    // The candidate counts as one of the available (a drained or weightless one serves nobody, but
+    // ejecting it takes no traffic from anyone either).
+    const serving = this.servingCount() + (this.serves(h) ? 0 : 1);
+    const refusal = this.outlier.refusal(this.states.size, serving);
     if (refusal !== null) {
       if (!h.skipReported) {
         h.skipReported = true;

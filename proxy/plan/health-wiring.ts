@@ -49,8 +49,9 @@ export function attachHealth(
   pc: PoolConfig,
   nodes: readonly UpstreamNode[],
   log: Logger,
+  weightless: ReadonlySet<UpstreamNode> = new Set(),
 ): void {
   const options = healthOptions(pc, (e) => state.countHealthEvent(e.kind));
   state.health ??= new PoolHealth(pc.name, options, log);
-  state.health.update(nodes, options);
+  state.health.update(nodes, options, weightless);
 }

@@ -225,6 +225,7 @@ export function compilePlan(
       pc,
       members.map((m) => m.node),
       ctx.log,
+      new Set(members.filter((m) => m.weight === 0).map((m) => m.node)),
     );
     const affinity =
       (b.kind === 'consistent-hash' || b.kind === 'cache-aware') && b.affinity !== undefined

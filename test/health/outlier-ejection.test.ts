@@ -199,6 +199,35 @@ describe('outlier ejection', () => {
     assert.equal(h1.snapshot().ejected, 0);
   });
 
+  it('counts only nodes that serve for the last-node rule: a drained or weight-0 one does not', () => {
+    const clock = new ManualClock();
+    const [a, drained] = idleNodes(2) as [UpstreamNode, UpstreamNode];
+    drained.setDrained(true);
+    const h = pool([a, drained], {
+      outlier: { consecutiveFailures: 1, maxEjectionPercent: 100 },
+      now: clock.now,
+    });
+    fail(h, a, 5);
+    assert.equal(a.available, true, 'the only node serving is kept');
+
+    const [b, idle] = idleNodes(2) as [UpstreamNode, UpstreamNode];
+    const hw = new PoolHealth('w', {
+      outlier: { consecutiveFailures: 1, maxEjectionPercent: 100 },
+      now: clock.now,
+    });
+    hw.update(
+      [b, idle],
+      { outlier: { consecutiveFailures: 1, maxEjectionPercent: 100 }, now: clock.now },
+      new Set([idle]),
+    );
+    for (let i = 0; i < 5; i++) hw.recordFailure(b, 'ECONNRESET');
+    assert.equal(b.available, true, 'a weight-0 node cannot stand in for it');
+    // A failing drained node may go: it takes no traffic from anyone.
+    for (let i = 0; i < 3; i++) h.recordFailure(drained, 'ECONNRESET');
+    assert.equal(drained.available, false);
+    hw.close();
+  });
+
   it('ejects nothing when consecutiveFailures is 0', () => {
     const [a, b] = idleNodes(2) as [UpstreamNode, UpstreamNode];
     const h = pool([a, b], { outlier: { consecutiveFailures: 0 } });
