@@ -185,13 +185,23 @@ export async function runLoadtestCli(argv: string[], io: LoadtestCliIo = {}): Pr
     if (err.code !== 'EPIPE') throw err;
     stdoutGone = true;
   };
+  let stderrGone = false;
+  const onStderrError = (err: NodeJS.ErrnoException): void => {
+    if (err.code !== 'EPIPE') throw err;
+    stderrGone = true;
+  };
   if (io.stdout === undefined) process.stdout.on('error', onStdoutError);
+  if (io.stderr === undefined) process.stderr.on('error', onStderrError);
   const stdout =
     io.stdout ??
     ((line: string) => {
       if (!stdoutGone) process.stdout.write(`${line}\n`);
     });
-  const stderr = io.stderr ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  const stderr =
+    io.stderr ??
+    ((line: string) => {
+      if (!stderrGone) process.stderr.write(`${line}\n`);
+    });
   const controller = new AbortController();
   const onSigint = (): void => {
     stderr('sluice loadtest: interrupted; finishing requests in flight (Ctrl-C again to kill)');
@@ -226,5 +236,6 @@ export async function runLoadtestCli(argv: string[], io: LoadtestCliIo = {}): Pr
     process.off('SIGINT', onSigint);
     process.off('SIGTERM', onSigint);
     if (io.stdout === undefined) process.stdout.off('error', onStdoutError);
+    if (io.stderr === undefined) process.stderr.off('error', onStderrError);
   }
 }

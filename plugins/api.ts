@@ -104,12 +104,13 @@ export interface PluginRequest {
   setTenant(name: string): void;
   /**
    * onRequest, onRoute: answers locally; the request ends after the hook. `status` 200–599; the body
-   * a string or bytes (a 204 or 304 has none); header values strings, byte strings as `setHeader`.
+   * a string or bytes (a 204, 205 or 304 has none); header values strings, byte strings as `setHeader`
+   * (not `date`, which the server writes).
    * Anything else throws a TypeError (the hook then fails: 500 `plugin_error`).
    */
   respond(status: number, body: string | Uint8Array, headers?: Readonly<Record<string, string>>): void;
   /** onRequest, onRoute: answers with an OpenAI-style error body; `status` 400–599. */
-  reject(status: number, message: string, code?: string, param?: string | null): void;
+  reject(status: number, message: string, code?: string | null, param?: string | null): void;
   /** onRoute: sends the request to another pool of the config. */
   usePool(name: string): void;
   /** Any phase before onDone: attaches a tag. */

@@ -165,7 +165,10 @@ function missingField(r: object): string | null {
   }
   for (const path of ['requests.ok_per_s', 'requests.offered_per_s'])
     if (typeof at(path) !== 'number') return path;
-  for (const path of ['tenants', 'nodes']) if (!Array.isArray(at(path))) return path;
+  for (const path of ['tenants', 'nodes']) {
+    const list = at(path);
+    if (!Array.isArray(list) || list.some((x) => typeof x !== 'object' || x === null)) return path;
+  }
   if (typeof at('variant') !== 'string') return 'variant';
   return null;
 }

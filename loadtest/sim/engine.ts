@@ -203,11 +203,13 @@ export class SimEngine implements Stepper {
       const job = this.peekWaiting();
       if (job === undefined) return;
       if (job.kind === 'embed') {
-        this.takeHead(job, now);
+        // No earlier than its arrival: a slot freed in the model's past serves only what waited.
+        const start = Math.max(now, job.enqueuedAt);
+        this.takeHead(job, start);
         job.state = JobState.embed;
         // Timed from `now` in the model (a slot freed by an embedding late on its timer starts the
         // next one at the earlier one's end): the timer's lateness does not add up batch after batch.
-        job.embedDueAt = now + job.embedMs * this.timeScale();
+        job.embedDueAt = start + job.embedMs * this.timeScale();
         job.timer = setTimeout(this.onEmbedTimer, Math.max(0, Math.ceil(job.embedDueAt - nowMs())), job);
         continue;
       }

@@ -125,6 +125,10 @@ describe('header-rules', { timeout: 30_000 }, () => {
         'response:\n        set: { x-note: "caf\u00e9 \u2615" }',
         /response\.set: header x-note: the value must be a byte string/,
       ],
+      [
+        'response:\n        set: { date: "Thu, 01 Jan 1970 00:00:00 GMT" }',
+        /response\.set: header date is written by the server/,
+      ],
     ] as const) {
       const yaml = `${LOOPBACK_HEAD}plugins:
   - name: headers

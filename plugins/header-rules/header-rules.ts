@@ -104,6 +104,9 @@ function checkNames(side: string, r: Rules): void {
   for (const [option, name] of names) {
     if (MANAGED_HEADERS.has(name.toLowerCase()))
       throw new Error(`${side}.${option}: header ${name} is managed by Sluice (framing and the connection)`);
+    // The server writes the answer's Date itself; a second one is refused when a request runs.
+    if (side === 'response' && option !== 'remove' && name.toLowerCase() === 'date')
+      throw new Error(`${side}.${option}: header date is written by the server`);
   }
 }
 

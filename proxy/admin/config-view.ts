@@ -83,7 +83,7 @@ export function redactedConfig(config: SluiceConfig): Json {
       // (`${env:NAME}`) shows the name only.
       for (const name of Object.keys(headers)) {
         const v = headers[name];
-        if (typeof v === 'string' && !ENV_REF.test(v)) headers[name] = REDACTED;
+        if (typeof v === 'string' && !onlyEnvRefs(v)) headers[name] = REDACTED;
       }
     }
   }
@@ -91,4 +91,11 @@ export function redactedConfig(config: SluiceConfig): Json {
 }
 
 /** `${env:NAME}` in a header value. */
-const ENV_REF = /\$\{env:[A-Za-z_][A-Za-z0-9_]*\}/;
+const ENV_REFS = /\$\{env:[A-Za-z_][A-Za-z0-9_]*\}/g;
+
+/** True when `v` holds environment references and, besides them, at most an auth scheme word. */
+function onlyEnvRefs(v: string): boolean {
+  if (v.match(ENV_REFS) === null) return false;
+  const rest = v.replace(ENV_REFS, '').trim().toLowerCase();
+  return rest === '' || rest === 'bearer' || rest === 'basic' || rest === 'token';
+}

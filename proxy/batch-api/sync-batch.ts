@@ -5,7 +5,7 @@
  * 200; only a malformed request as a whole is refused. It does not write HTTP: the caller sends
  * what `render` returns.
  */
-import { rawElements, rawMember, withoutMember } from '../lifecycle/json-spans.js';
+import { rawElements, rawMember, repeatsMember, withoutMember } from '../lifecycle/json-spans.js';
 import type { SessionHost } from '../lifecycle/session.js';
 import type { Plan } from '../plan/plan.js';
 import type { Tenant } from '../tenant/tenant-table.js';
@@ -101,7 +101,7 @@ export function parseSyncBatch(
         `items[${i}].stream`,
       );
     }
-    const asWritten = raw === null ? null : withoutMember(raw[i]!, 'custom_id');
+    const asWritten = raw === null || repeatsMember(raw[i]!) ? null : withoutMember(raw[i]!, 'custom_id');
     out[i] = {
       customId: typeof customId === 'string' ? customId : null,
       body: Buffer.from(asWritten ?? JSON.stringify(body)),

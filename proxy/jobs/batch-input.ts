@@ -3,7 +3,7 @@
  * `{custom_id, method, url, body}`). Pure logic: no I/O, no database.
  */
 
-import { rawMember } from '../lifecycle/json-spans.js';
+import { rawMember, repeatsMember } from '../lifecycle/json-spans.js';
 import { JobError, JobErrors } from './job-errors.js';
 
 /** One validated input line. */
@@ -82,7 +82,7 @@ export function parseBatchInput(content: string, limits: BatchInputLimits = {}):
       method: 'POST',
       url: url as string,
       body: body as Record<string, unknown>,
-      raw: rawMember(text, 'body') ?? JSON.stringify(body),
+      raw: asWritten(rawMember(text, 'body')) ?? JSON.stringify(body),
     });
     if (out.length > maxLines) fail(`more than ${maxLines} requests`);
   }
@@ -90,4 +90,9 @@ export function parseBatchInput(content: string, limits: BatchInputLimits = {}):
     throw new JobError(JobErrors.invalidFile, 'the file holds no requests', null, null);
   }
   return out;
+}
+
+/** A body's source text, unless it names a field twice (then null: it is sent serialised again). */
+function asWritten(raw: string | null): string | null {
+  return raw === null || repeatsMember(raw) ? null : raw;
 }

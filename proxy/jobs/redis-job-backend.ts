@@ -126,7 +126,7 @@ export class RedisJobBackend implements JobBackend {
       String(Math.max(0, Math.ceil(leaseMs))),
     ]);
     const items = rows.map(([id, batchId, index, attempts, owner, customId, request]): JobItem => {
-      const [method, url, body] = JSON.parse(request) as [string, string, unknown];
+      const [method, url, body, raw] = JSON.parse(request) as [string, string, unknown, unknown];
       return {
         id: Number(id),
         batchId,
@@ -135,8 +135,8 @@ export class RedisJobBackend implements JobBackend {
         customId,
         method,
         url,
-        // Source text since bodies are stored as such; an object from an older store is serialised.
-        body: typeof body === 'string' ? body : JSON.stringify(body),
+        // The source text when stored (an item written by an earlier version has only the object).
+        body: typeof raw === 'string' ? raw : JSON.stringify(body),
         attempts: Number(attempts),
       };
     });

@@ -182,7 +182,10 @@ export class RedisJobBatches {
    * creator that dies first leaves nothing behind for good. The TTL is set right after the first
    * write on the same connection, so it is in place before any later write lands.
    */
-  private async stage(id: string, lines: { customId: string; method: string; url: string; raw: string }[]) {
+  private async stage(
+    id: string,
+    lines: { customId: string; method: string; url: string; body: unknown; raw: string }[],
+  ) {
     const items = this.conn.keys.items(id);
     const cids = this.conn.keys.customIds(id);
     const writes: Promise<unknown>[] = [];
@@ -191,8 +194,10 @@ export class RedisJobBatches {
       const cidArgs = ['HSET', cids];
       for (let i = from; i < Math.min(lines.length, from + this.chunk); i++) {
         const l = lines[i]!;
-        // The body as its source text (a string), so numbers beyond double precision stay as sent.
-        itemArgs.push(String(i), JSON.stringify([l.method, l.url, l.raw]));
+        // The parsed body where earlier versions read it (an instance not yet upgraded sends that),
+        // and its source text after it, which this version sends: numbers beyond double precision
+        // stay as the client wrote them.
+        itemArgs.push(String(i), JSON.stringify([l.method, l.url, l.body, l.raw]));
         cidArgs.push(String(i), l.customId);
       }
       writes.push(this.conn.send(itemArgs), this.conn.send(cidArgs));

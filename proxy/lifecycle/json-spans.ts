@@ -74,9 +74,26 @@ export function rawElements(text: string): string[] | null {
 }
 
 function skipSpace(text: string, i: number): number {
+  // A byte order mark before the text is skipped like the whitespace around it.
+  if (i === 0 && text.charCodeAt(0) === 0xfeff) i = 1;
   while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r'))
     i++;
   return i;
+}
+
+/**
+ * True when the JSON object `text` names a member twice. A node's parser may keep the first where
+ * `JSON.parse` keeps the last: such a body is sent serialised again rather than as written.
+ */
+export function repeatsMember(text: string): boolean {
+  const members = memberSpans(text);
+  if (members === null) return false;
+  const seen = new Set<string>();
+  for (const m of members) {
+    if (seen.has(m.key)) return true;
+    seen.add(m.key);
+  }
+  return false;
 }
 
 /** The index after the string starting at `i` (a `"`). */

@@ -938,6 +938,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       );
     }
     this.rec.bytes += body.length;
+    if (this.plug !== null) this.plug.bytesOut += body.length;
     this.downstream.reply(status, headers, body, this.host.draining);
     this.finish();
   }

@@ -707,14 +707,19 @@ export class PluginRun implements PluginRequest {
     this.reply = { status: s, headers: flat, body, code: null };
   }
 
-  reject(status: number, message: string, code = 'rejected_by_plugin', param: string | null = null): void {
+  reject(
+    status: number,
+    message: string,
+    code: string | null = 'rejected_by_plugin',
+    param: string | null = null,
+  ): void {
     this.allow((1 << Phase.request) | (1 << Phase.route), 'reject');
     if (typeof message !== 'string')
       throw new TypeError(
         `reject: the message must be a string, not ${message === null ? 'null' : typeof message}`,
       );
-    if (typeof code !== 'string')
-      throw new TypeError(`reject: the code must be a string, not ${typeof code}`);
+    if (typeof code !== 'string' && code !== null)
+      throw new TypeError(`reject: the code must be a string or null, not ${typeof code}`);
     if (param !== null && typeof param !== 'string')
       throw new TypeError(`reject: param must be a string or null, not ${typeof param}`);
     const type = status >= 500 ? 'server_error' : 'invalid_request_error';
@@ -722,7 +727,8 @@ export class PluginRun implements PluginRequest {
       status: checkStatus(status, 400),
       headers: ['content-type', 'application/json'],
       body: JSON.stringify({ error: { message, type, param, code } }),
-      code,
+      // Counted as a plugin's rejection whatever code the body carries (null included).
+      code: code ?? 'rejected_by_plugin',
     };
   }
 

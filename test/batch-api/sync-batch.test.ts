@@ -488,6 +488,15 @@ describe('synchronous batch items as written', { timeout: 30_000 }, () => {
         body,
       });
       assert.equal(r.status, 200, await r.text());
+      // The same with a byte order mark before the request body.
+      const withBom = await fetch(`${t.url}/v1/batch`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: `\ufeff${body}`,
+      });
+      assert.equal(withBom.status, 200, await withBom.text());
+      assert.equal(received.length, 4);
+      for (const x of received.splice(2, 2)) assert.ok(received.includes(x), x);
       assert.deepEqual(received.sort(), [
         '{"model":"e","input":"x","seed":9007199254740993}',
         '{"model":"e","input":"y","big":1e400}',

@@ -86,3 +86,12 @@ describe('the body as written', () => {
     assert.deepEqual(parsed!.body, { model: 'last' });
   });
 });
+
+describe('a body that names a field twice', () => {
+  it('is sent serialised again (a node may keep the other copy)', () => {
+    const line =
+      '{"custom_id":"a","method":"POST","url":"/v1/x","body":{"stream":true,"stream":false,"m":1}}';
+    const [parsed] = parseBatchInput(line);
+    assert.equal(parsed!.raw, '{"stream":false,"m":1}');
+  });
+});

@@ -347,4 +347,21 @@ describe('loadtest end to end', () => {
     }
     assert.ok(existsSync(join(out, 'signals-default.json')), 'the result file was written');
   });
+
+  it('writes its files when both stdout and stderr are closed', async () => {
+    const file = await scenario(
+      'no-readers',
+      'name: no-readers\nseed: 1\nduration_s: 1\ndrain_s: 2\nload: { mode: open, rate: 20 }\nfleet: { nodes: 1, profile: fast }\nworkload:\n  mix: [{ kind: embedding }]\n',
+    );
+    const out = join(dir, 'no-readers-out');
+    const p = runSluice(['loadtest', file, '--out', out]);
+    try {
+      p.child.stdout!.destroy();
+      p.child.stderr!.destroy();
+      assert.equal(await exitWithin(p, 30_000), 0);
+      assert.ok(existsSync(join(out, 'no-readers-default.json')), 'the result file was written');
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+  });
 });
