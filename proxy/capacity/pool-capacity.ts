@@ -21,6 +21,8 @@ export interface CapacityNode {
   readonly attempts: number; // calls
   /** False while ejected or failing health checks. */
   readonly available: boolean;
+  /** True while an operator drained it: it takes no new requests. */
+  readonly drained: boolean;
 }
 
 /** The counters of a micro-batcher the tracker reads (a `MicroBatcherStats`). */
@@ -247,7 +249,7 @@ export class PoolCapacityTracker {
     const spanMs = has ? d.atMs : 0;
     const spanS = spanMs / 1000;
     let available = 0;
-    for (const n of source.nodes) if (n.available) available++;
+    for (const n of source.nodes) if (n.available && !n.drained) available++;
     const batchedCalls = d.nativeCalls + d.fanoutCalls;
     const plainCalls = Math.max(0, d.calls - batchedCalls);
     const calls = has ? d.calls : 0;

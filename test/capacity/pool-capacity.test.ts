@@ -22,10 +22,11 @@ interface FakeNode {
   inFlight: number;
   attempts: number;
   available: boolean;
+  drained: boolean;
 }
 
 function node(inFlight = 0): FakeNode {
-  return { inFlight, attempts: 0, available: true };
+  return { inFlight, attempts: 0, available: true, drained: false };
 }
 
 /** The pool config keys the tracker reads; the rest of a pool does not matter here. */
@@ -162,6 +163,14 @@ void describe('PoolCapacityTracker', () => {
     assert.equal(tracker.latest.callsPerNode, 6);
     assert.equal(tracker.latest.callsPerNodeSource, CallsPerNodeSource.fanout);
     assert.equal(tracker.latest.itemsPerCall, 1);
+  });
+
+  void it('counts as available only nodes in rotation and not drained', () => {
+    const nodes = [node(0), { ...node(0), available: false }, { ...node(0), drained: true }];
+    const src = source(poolConfig('mixed', { windowMs: 2000 }), nodes);
+    const tracker = new PoolCapacityTracker(src, 0);
+    drive(tracker, src, 0, 500, 25, () => undefined);
+    assert.equal(tracker.latest.availableNodes, 1);
   });
 
   void it('recommends no nodes and says why when the window saw no calls', () => {
