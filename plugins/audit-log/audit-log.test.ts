@@ -63,6 +63,24 @@ tenants:
     if (dir !== '') await rm(dir, { recursive: true, force: true });
   });
 
+  /** A config with one audit-log instance writing to `path` on a route to the fleet's node. */
+  function oneAuditLog(path: string): string {
+    return `${LOOPBACK_HEAD}plugins:
+  - name: audit
+    use: audit-log
+    options: { path: ${path} }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet!.urls[0]}
+routes:
+  - name: all
+    match: {}
+    pool: gpu
+    plugins: [audit]
+`;
+  }
+
   async function lines(file: string): Promise<Line[]> {
     const text = await readFile(join(dir, file), 'utf8').catch(() => '');
     return text
@@ -166,40 +184,14 @@ tenants:
 
   it('refuses a config whose audit file cannot be written, naming it', async () => {
     const missing = join(dir, 'no-such-dir', 'audit.log');
-    const refused = await startRefused(`${LOOPBACK_HEAD}plugins:
-  - name: audit
-    use: audit-log
-    options: { path: ${missing} }
-pools:
-  - name: gpu
-    nodes:
-      - url: ${fleet!.urls[0]}
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-    plugins: [audit]
-`);
+    const refused = await startRefused(oneAuditLog(missing));
     assert.ok(refused.message.includes(`cannot write the audit log ${missing}`), refused.message);
     assert.match(refused.message, /ENOENT/);
   });
 
   it('counts the lines a failing file drops, and opens the file again a second later', async () => {
     // Every write to /dev/full fails (ENOSPC), as on a full disk.
-    const full = await startTestSluice(`${LOOPBACK_HEAD}plugins:
-  - name: audit
-    use: audit-log
-    options: { path: /dev/full }
-pools:
-  - name: gpu
-    nodes:
-      - url: ${fleet!.urls[0]}
-routes:
-  - name: all
-    match: {}
-    pool: gpu
-    plugins: [audit]
-`);
+    const full = await startTestSluice(oneAuditLog('/dev/full'));
     const dropped = 'sluice_plugin_audit_log_dropped_total{plugin="audit"}';
     const send = async (): Promise<void> => {
       const r = await fetch(`${full.url}/v1/chat/completions`, chatRequest());

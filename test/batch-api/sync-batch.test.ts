@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { startScriptedNode } from '../helpers/scripted-node.js';
+import { startRecordingNode } from '../helpers/scripted-node.js';
 import { basicConfig, LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const DIM = 64; // embedding_dim of the `fast` profile
@@ -468,17 +468,14 @@ batch_api:
 
 describe('synchronous batch items as written', { timeout: 30_000 }, () => {
   it('forwards each item as the client wrote it, only custom_id taken out: a 64-bit seed keeps every digit', async () => {
-    const received: string[] = [];
-    const node = await startScriptedNode((req, res) => {
-      let raw = '';
-      req.on('data', (c: Buffer) => (raw += c.toString()));
-      req.on('end', () => {
-        received.push(raw);
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{"object":"list","data":[{"index":0,"embedding":[1]}]}');
-      });
-    });
-    const t = await startTestSluice(basicConfig([node.url], 'batch_api:\n  sync: { max_items: 5 }\n'));
+    const node = await startRecordingNode(200, '{"object":"list","data":[{"index":0,"embedding":[1]}]}');
+    const received = node.received;
+    const t = await startTestSluice(basicConfig([node.url], 'batch_api:\n  sync: { max_items: 5 }\n')).catch(
+      async (e: unknown) => {
+        await node.close();
+        throw e;
+      },
+    );
     try {
       const body =
         '{"endpoint":"/v1/embeddings","items":[{"custom_id":"a","model":"e","input":"x","seed":9007199254740993},{"model":"e", "input":"y","custom_id":"b","big":1e400}]}';

@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { startScriptedNode, type ScriptedNode } from '../helpers/scripted-node.js';
+import { startRecordingNode, startScriptedNode, type ScriptedNode } from '../helpers/scripted-node.js';
 import { LOOPBACK_HEAD, findNode, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 function embed(t: TestSluice, input: string): Promise<Response> {
@@ -133,16 +133,11 @@ routes:
 
 describe('bodies a native batch cannot combine', { timeout: 30_000 }, () => {
   it('forwards them alone, as the client sent them, for the node to answer', async () => {
-    const received: string[] = [];
-    const node = await startScriptedNode((req, res) => {
-      let raw = '';
-      req.on('data', (c: Buffer) => (raw += c.toString()));
-      req.on('end', () => {
-        received.push(raw);
-        res.writeHead(400, { 'content-type': 'application/json' });
-        res.end('{"error":{"message":"bad input","type":"invalid_request_error","code":null}}');
-      });
-    });
+    const node = await startRecordingNode(
+      400,
+      '{"error":{"message":"bad input","type":"invalid_request_error","code":null}}',
+    );
+    const received = node.received;
     const t = await startTestSluice(`${LOOPBACK_HEAD}pools:
   - name: embed
     nodes:
@@ -152,7 +147,10 @@ routes:
     match: { path: /v1/embeddings }
     pool: embed
     batching: { mode: native }
-`);
+`).catch(async (e: unknown) => {
+      await node.close();
+      throw e;
+    });
     try {
       const bodies = [
         '{"model":"e","input":[]}',

@@ -32,6 +32,27 @@ export async function startScriptedNode(handler: RequestListener): Promise<Scrip
   };
 }
 
+/** A node that records each request body it receives and answers every one the same way. */
+export interface RecordingNode extends ScriptedNode {
+  /** The bodies received, in arrival order, as text. */
+  readonly received: string[];
+}
+
+/** Starts a node answering `status` with the JSON text `answer` and recording each request body. */
+export async function startRecordingNode(status: number, answer: string): Promise<RecordingNode> {
+  const received: string[] = [];
+  const node = await startScriptedNode((req, res) => {
+    let raw = '';
+    req.on('data', (c: Buffer) => (raw += c.toString()));
+    req.on('end', () => {
+      received.push(raw);
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(answer);
+    });
+  });
+  return { ...node, received };
+}
+
 /** One tenant of `tenantsSection`: its name, its API key (configured by digest) and its `limits` (YAML flow map). */
 export interface TestTenant {
   name: string;
