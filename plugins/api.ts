@@ -36,6 +36,12 @@ export const MANAGED_HEADERS: ReadonlySet<string> = new Set([
   'upgrade',
 ]);
 
+/**
+ * Response headers the server writes itself on every answer (`Date`): a plugin's would make a
+ * second one, so setting them throws, and a plugin taking header names as options should refuse them.
+ */
+export const SERVER_RESPONSE_HEADERS: ReadonlySet<string> = new Set(['date']);
+
 /** Token usage a node reported (from the answer's `usage`). */
 export interface Usage {
   prompt: number;

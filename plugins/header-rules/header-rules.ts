@@ -4,7 +4,7 @@
  * `${route}`, `${pool}` and `${env:NAME}`; environment values are read once, when the plugin is
  * created (a missing variable rejects the config).
  */
-import { definePlugin, MANAGED_HEADERS, type PluginRequest } from '../api.js';
+import { definePlugin, MANAGED_HEADERS, SERVER_RESPONSE_HEADERS, type PluginRequest } from '../api.js';
 
 interface Rules {
   set: Record<string, string>;
@@ -105,8 +105,8 @@ function checkNames(side: string, r: Rules): void {
     if (MANAGED_HEADERS.has(name.toLowerCase()))
       throw new Error(`${side}.${option}: header ${name} is managed by Sluice (framing and the connection)`);
     // The server writes the answer's Date itself; a second one is refused when a request runs.
-    if (side === 'response' && option !== 'remove' && name.toLowerCase() === 'date')
-      throw new Error(`${side}.${option}: header date is written by the server`);
+    if (side === 'response' && option !== 'remove' && SERVER_RESPONSE_HEADERS.has(name.toLowerCase()))
+      throw new Error(`${side}.${option}: header ${name} is written by the server`);
   }
 }
 

@@ -121,9 +121,7 @@ export class ProxyItemExecutor implements ItemExecutor {
 
 /** A refusal that waiting will not cure (a used-up quota says `x-should-retry: false`). */
 function hardRefusal(r: InternalRequest): boolean {
-  const h = r.responseHeaders;
-  for (let i = 0; i < h.length; i += 2) if (h[i] === 'x-should-retry' && h[i + 1] === 'false') return true;
-  return false;
+  return getFlat(r.responseHeaders, 'x-should-retry') === 'false';
 }
 
 /** The refusal's `retry-after-ms` (or `retry-after` seconds), clamped. */

@@ -6,7 +6,13 @@
  * the `PluginRequest` the hooks see (one object per request, created only on routes and listeners
  * that have plugins). It never touches uWS or undici objects: it goes through the Session.
  */
-import { MANAGED_HEADERS, type PhaseName, type PluginRequest, type Usage } from '../../plugins/api.js';
+import {
+  MANAGED_HEADERS,
+  SERVER_RESPONSE_HEADERS,
+  type PhaseName,
+  type PluginRequest,
+  type Usage,
+} from '../../plugins/api.js';
 import type { Attempt } from '../lifecycle/attempt.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
@@ -770,8 +776,8 @@ export class PluginRun implements PluginRequest {
 
 /** The server writes its own `Date` on every answer: a plugin's would make two. */
 function checkResponseHeader(name: string): void {
-  if (name === 'date')
-    throw new TypeError('header date is written by the server: a second one would be sent');
+  if (SERVER_RESPONSE_HEADERS.has(name))
+    throw new TypeError(`header ${name} is written by the server: a second one would be sent`);
 }
 
 /** `status` when it is an integer from `min` to 599 (an error status for `reject`: 400). */
