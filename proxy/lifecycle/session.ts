@@ -938,7 +938,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       );
     }
     this.rec.bytes += body.length;
-    if (this.plug !== null) this.plug.bytesOut += body.length;
     this.downstream.reply(status, headers, body, this.host.draining);
     this.finish();
   }
@@ -1096,9 +1095,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   respond(status: number, headers: readonly string[], body: string | Uint8Array): void {
     if (this.finished) return;
     this.status = status;
-    const n = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    this.rec.bytes += n;
-    if (this.plug !== null) this.plug.bytesOut += n;
+    this.rec.bytes += typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     this.downstream.reply(status, [...headers, 'x-request-id', this.id], body, this.host.draining);
     this.finish();
   }
@@ -1112,9 +1109,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     const body = errorBody(kind, message);
-    const n = Buffer.byteLength(body);
-    this.rec.bytes += n;
-    if (this.plug !== null) this.plug.bytesOut += n;
+    this.rec.bytes += Buffer.byteLength(body);
     this.downstream.reply(kind.status, headers, body, kind.closeConnection || this.host.draining);
     this.finish();
   }

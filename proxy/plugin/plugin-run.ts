@@ -124,7 +124,10 @@ export class PluginRun implements PluginRequest {
   /** The newest chunk and the bytes before it, for the onDone phase's usage (usage-tail.ts). */
   private newest: Buffer | null = null;
   private earlier: BodyTail | null = null;
-  bytesOut = 0;
+  /** Response body bytes sent: the request's record counts them, whoever wrote them. */
+  get bytesOut(): number {
+    return this.s.rec.bytes;
+  }
   ttfbMs = -1;
   errorCode: string | null = null;
   private doneMs = -1;
@@ -292,7 +295,6 @@ export class PluginRun implements PluginRequest {
     const s = this.s;
     if (s.finished) return;
     if (out !== null && out.length > 0 && !this.respNoBody) {
-      this.bytesOut += out.length;
       s.rec.bytes += out.length;
       if (!s.downstream.write(out)) this.controller?.pause();
     }
