@@ -85,9 +85,14 @@ export class AdmissionController {
   readonly adaptive: AdaptiveLimit | null;
   /** Requests admitted and not yet released. */
   inFlight = 0;
-  /** Static capacity, requests (per node × nodes). */
+  /** Static capacity, requests (per node × the nodes counted, see `countedNodes`). */
   private capacity = 0;
+  /** Requests in flight per node (config). */
+  private perNode: number;
+  /** Nodes in the pool's config. */
   private nodes: number;
+  /** Nodes that take traffic now (`setServingNodes`); -1 until told, then every node counts. */
+  private serving = -1;
   /** Effective limit, requests: min(capacity, adaptive limit). */
   private effectiveLimit = 0;
   private readonly adaptiveMaxFixed: boolean;
@@ -133,10 +138,11 @@ export class AdmissionController {
     this.logger = options.logger ?? null;
     if (!(this.maxQueue >= 0)) throw new Error('admission.max_queue must be >= 0');
     if (!(this.maxWaitMs >= 0)) throw new Error('admission.max_wait_ms must be >= 0');
-    this.capacity = checkedCapacity(options.maxInFlightPerNode ?? 64, options.nodes ?? 1);
+    this.perNode = options.maxInFlightPerNode ?? 64;
+    this.nodes = options.nodes ?? 1;
+    this.capacity = checkedCapacity(this.perNode, this.nodes);
     this.reservePerNode = options.reservePerNode ?? 0;
     this.reserveWindowMs = options.reserveWindowMs ?? 2000;
-    this.nodes = options.nodes ?? 1;
     this.shareUsedFn = (tenant) => this.shareUsed(tenant);
     const a = options.adaptive ?? null;
     this.adaptiveMaxFixed = a?.maxLimit !== undefined;
@@ -270,13 +276,41 @@ export class AdmissionController {
     reservePerNode = this.reservePerNode,
     reserveWindowMs = this.reserveWindowMs,
   ): void {
-    this.capacity = checkedCapacity(maxInFlightPerNode, nodes);
+    checkedCapacity(maxInFlightPerNode, nodes);
+    this.perNode = maxInFlightPerNode;
     this.nodes = nodes;
     this.reservePerNode = reservePerNode;
     this.reserveWindowMs = reserveWindowMs;
     if (reservePerNode <= 0) this.use.clear();
+    this.resize();
+  }
+
+  /**
+   * The pool's nodes that take traffic now (in rotation, not drained, weight above 0), from its
+   * health tracker on every change. Capacity is the per-node limit times these, so an outage of
+   * half the pool does not put twice the per-node limit on the other half: the excess waits here,
+   * under deadlines and priorities. With none serving, every configured node counts again: the
+   * requests then go on at once to find no node (a 503, or a fallback pool) instead of waiting in
+   * the queue for nodes that may not come back.
+   */
+  setServingNodes(serving: number): void {
+    if (serving === this.serving) return;
+    this.serving = serving;
+    this.resize();
+  }
+
+  /** Nodes the capacity counts: those serving, or every configured node when none is (or unknown). */
+  private countedNodes(): number {
+    return this.serving > 0 ? Math.min(this.serving, this.nodes) : this.nodes;
+  }
+
+  /** Recomputes capacity, limit and reserve after a change of nodes or settings; admits queued requests that now fit. */
+  private resize(): void {
+    this.capacity = this.perNode * this.countedNodes();
+    // The adaptive limit's ceiling follows the configured pool, not the nodes serving now: the
+    // limit is the lower of the two anyway, and its estimate must not be cut by a brief outage.
     if (this.adaptive !== null && !this.adaptiveMaxFixed) {
-      this.adaptive.maxLimit = Math.max(this.adaptive.minLimit, this.capacity);
+      this.adaptive.maxLimit = Math.max(this.adaptive.minLimit, this.perNode * this.nodes);
       if (this.adaptive.estimate > this.adaptive.maxLimit) this.adaptive.estimate = this.adaptive.maxLimit;
     }
     this.effectiveLimit = this.computeLimit();
@@ -452,7 +486,7 @@ export class AdmissionController {
 
   private computeReserve(): number {
     // Never the whole limit: a tenant at its share always keeps at least one slot.
-    return Math.max(0, Math.min(this.reservePerNode * this.nodes, this.effectiveLimit - 1));
+    return Math.max(0, Math.min(this.reservePerNode * this.countedNodes(), this.effectiveLimit - 1));
   }
 
   private computeLimit(): number {

@@ -198,9 +198,10 @@ export class PoolHealth {
 
   /**
    * Nodes that take traffic now: in rotation, not drained by an operator, weight above 0. The
-   * last-node rule counts these: ejecting the only one would leave the pool with no node at all.
+   * last-node rule counts these (ejecting the only one would leave the pool with no node at all),
+   * and so does the pool's admission capacity.
    */
-  private servingCount(): number {
+  servingCount(): number {
     let n = 0;
     for (const h of this.states.values()) if (this.serves(h)) n++;
     return n;

@@ -54,4 +54,5 @@ export function attachHealth(
   const options = healthOptions(pc, (e) => state.countHealthEvent(e.kind));
   state.health ??= new PoolHealth(pc.name, options, log);
   state.health.update(nodes, options, weightless);
+  state.servingChanged();
 }

@@ -74,8 +74,19 @@ export class PoolState {
     }
   }
 
+  /** Counts a health state change of one of the pool's nodes and resizes admission to match. */
   countHealthEvent(kind: string): void {
     this.healthEvents.set(kind, (this.healthEvents.get(kind) ?? 0) + 1);
+    this.servingChanged();
+  }
+
+  /**
+   * Tells admission how many nodes serve now (after a health change, a reload or a drain), so its
+   * capacity counts only those; see `AdmissionController.setServingNodes`.
+   */
+  servingChanged(): void {
+    if (this.admission !== null && this.health !== null)
+      this.admission.setServingNodes(this.health.servingCount());
   }
 
   private configureAdmission(config: PoolConfig): void {

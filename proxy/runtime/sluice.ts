@@ -338,6 +338,7 @@ export class Sluice {
       };
     const was = m.node.drained;
     this.registry.setDrained(m.node, drained);
+    pool.state.servingChanged();
     if (was !== drained)
       this.log.info(`node ${m.node.id} of pool ${poolName} ${drained ? 'drained' : 'undrained'} (admin)`);
     return { status: 200, body: { pool: poolName, node: m.node.id, drained, in_flight: m.node.inFlight } };
