@@ -5,7 +5,7 @@
  * `/healthz` wants `Authorization: Bearer <token>` (or Basic with the token as password).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 import { AdminAuth } from './admin-auth.js';
 import { HistogramsQueryError } from './histograms-view.js';
 
@@ -69,6 +69,44 @@ function errorJson(
 
 const DRAIN_PATH = /^\/admin\/nodes\/([^/]+)\/([^/]+)\/(drain|undrain)$/;
 
+/** The request target as a URL when it is a path (origin form, RFC 9112 §3.2.1); else null. */
+function originFormUrl(target: string | undefined): URL | null {
+  if (target === undefined || !target.startsWith('/') || target.startsWith('//')) return null;
+  try {
+    return new URL(target, 'http://admin.invalid');
+  } catch {
+    return null;
+  }
+}
+
+/** The host part of a `Host` value (`[::1]:9901` → `::1`, `a.b:9901` → `a.b`). */
+function hostName(host: string): string {
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']');
+    return end < 0 ? host : host.slice(1, end);
+  }
+  const colon = host.indexOf(':');
+  return (colon < 0 ? host : host.slice(0, colon)).toLowerCase();
+}
+
+/** True for a request without `Host` (HTTP/1.0 tools) or one addressed to an IP literal or localhost. */
+function addressedByIpOrLocalhost(host: string | undefined): boolean {
+  if (host === undefined || host === '') return true;
+  const name = hostName(host.trim());
+  return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost');
+}
+
+/** True when `origin` is absent (not a browser) or names the host the request was sent to. */
+function sameOrigin(origin: string | undefined, host: string | undefined): boolean {
+  if (origin === undefined) return true;
+  if (host === undefined) return false;
+  try {
+    return new URL(origin).host === host.trim().toLowerCase();
+  } catch {
+    return false;
+  }
+}
+
 export class AdminServer {
   private readonly server: Server;
   private readonly target: AdminTarget;
@@ -92,12 +130,38 @@ export class AdminServer {
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
-    const url = new URL(req.url ?? '/', 'http://admin.invalid');
+    req.resume();
+    const url = originFormUrl(req.url);
+    if (url === null)
+      return errorJson(
+        res,
+        400,
+        'invalid_request',
+        'the admin API takes a request target that is a path (/metrics), not an absolute URL',
+      );
     const path = url.pathname;
     const method = req.method ?? 'GET';
-    req.resume();
     const read = method === 'GET' || method === 'HEAD';
     if (read && path === '/healthz') return send(res, 200, 'text/plain', 'ok\n');
+    // Without a token, a page on another site whose name an attacker points at this address (DNS
+    // rebinding) would read the config and drive reloads: such a listener answers only requests
+    // addressed to an IP address or to localhost.
+    if (!this.auth.required && !addressedByIpOrLocalhost(req.headers.host))
+      return errorJson(
+        res,
+        403,
+        'admin_host_refused',
+        `an admin listener without admin.token answers only requests to an IP address or localhost, not Host ${String(req.headers.host)}; set admin.token to reach it by name`,
+      );
+    // A browser logged in to the status page sends its Basic credentials with a form another site
+    // posts here; it also says where the form came from.
+    if (!read && !sameOrigin(req.headers.origin, req.headers.host))
+      return errorJson(
+        res,
+        403,
+        'admin_cross_origin',
+        `admin ${method} requests from another origin (${String(req.headers.origin)}) are refused`,
+      );
     if (!this.auth.check(req.headers.authorization)) {
       // Browsers answer a Basic challenge with a login prompt (the status page); tools send Bearer.
       const page = path === '/' || path === '/status';
