@@ -98,7 +98,13 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
 
   readyForHead(): boolean {
     // HOT
-    if (this.closing) return false;
+    if (this.closing) {
+      // The last request's body is read: what follows is dropped as it arrives. Kept in the
+      // parser, a client sending on after `Connection: close` would grow its buffer, copied whole
+      // at every read, for as long as the answer takes.
+      this.parser.stop();
+      return false;
+    }
     if (this.queue.length < this.rt.config.pipelining) return true;
     // The pipeline is full: stop reading until an exchange is answered.
     if (!this.paused) {
