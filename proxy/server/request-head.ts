@@ -133,6 +133,13 @@ export function addHeader(name: string, value: string): void {
     case 'x-request-id':
       if (REQUEST_ID.test(value)) head.requestId = value;
       return;
+    // Sluice writes its own: a node that reads the first of two values (Express's `req.hostname`
+    // and `req.protocol` do) must not take the client's word for the host or scheme. `Forwarded`
+    // (RFC 7239) carries the same claims and Sluice does not vouch for them either.
+    case 'x-forwarded-host':
+    case 'x-forwarded-proto':
+    case 'forwarded':
+      return;
     case 'connection':
       connection = connection === '' ? value : `${connection}, ${value}`;
       return;

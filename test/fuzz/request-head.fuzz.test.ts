@@ -34,6 +34,9 @@ const NOT_FORWARDED = [
   'proxy-connection',
   'proxy-authorization',
   'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'forwarded',
   'x-request-id',
   'expect',
 ];
