@@ -10,13 +10,12 @@ import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { NO_NODES, type PickRequest } from '../balance/balance-policy.js';
 import type { Controller } from './attempt.js';
 import { nowMs } from './clock.js';
+import { withHeaders } from './headers.js';
 
-/** What the mirror copies from the original request. */
+/** What the mirror copies from the original request (headers and body are passed as sent). */
 export interface MirrorSource {
   readonly method: string;
   readonly url: string;
-  readonly headers: string[];
-  readonly body: Buffer | null;
   readonly affinityKey: string | null;
   readonly cost: number;
   readonly promptTokens: number;
@@ -39,11 +38,17 @@ export class MirrorRequest {
     this.startMs = nowMs();
   }
 
-  /** Sends a copy of `src` to a node of `pool`; does nothing when the pool has no eligible node. */
+  /**
+   * Sends a copy of `src` with `headers` and `body` (what the first attempt sends, before its pool's
+   * `request_headers`) to a node of `pool`, with `pool`'s own `request_headers` in place of the
+   * client's; does nothing when the pool has no eligible node.
+   */
   static send(
     plan: Plan,
     pool: Pool,
     src: MirrorSource,
+    headers: string[],
+    body: Buffer | null,
     stats: RouteStats,
     ttfbMs: number,
     idleMs: number,
@@ -69,8 +74,16 @@ export class MirrorRequest {
     node.inFlight++;
     node.inFlightCost += cost;
     node.attempts++;
+    const extra = pool.requestHeaders;
     node.dispatch(
-      { method: src.method, path: src.url, headers: src.headers, body: src.body, ttfbMs, idleMs },
+      {
+        method: src.method,
+        path: src.url,
+        headers: extra === null ? headers : withHeaders(headers, extra),
+        body,
+        ttfbMs,
+        idleMs,
+      },
       m,
     );
   }

@@ -155,6 +155,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private retries = 0;
   private fallbackIndex = 0;
   private hedged = false;
+  /** True while a copy of the request is owed to the route's mirror pool (sent with the first attempt). */
+  private mirrorDue = false;
   private lastError: SluiceError | null = null;
   /** The route's total-timeout deadline (see deadline-list.ts): monotonic ms and list links. */
   deadlineAt = 0;
@@ -459,16 +461,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       }
     }
     const mirror = route.mirror;
-    if (mirror !== null && Math.random() < mirror.share) {
-      MirrorRequest.send(
-        this.plan,
-        mirror.pool,
-        this,
-        mirror.stats,
-        route.timeouts.ttfbMs,
-        route.timeouts.idleMs,
-      );
-    }
+    this.mirrorDue = mirror !== null && Math.random() < mirror.share;
     this.startAttempt(false);
   }
 
@@ -532,6 +525,10 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     }
     const p = this.plug;
     const sent = p === null ? this.headers : p.upstreamHeaders();
+    const body = p === null ? this.body : p.upstreamBody();
+    // The shadow copy goes out with the first attempt, as that attempt's hooks left it, with the
+    // mirror pool's own request_headers in place of this pool's.
+    if (this.mirrorDue) this.sendMirror(sent, body);
     const extra = this.pool!.requestHeaders;
     const headers = extra === null ? sent : withHeaders(sent, extra);
     if (this.rec.trace !== null) this.rec.onAttemptStart(att, headers);
@@ -546,7 +543,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
         method: this.method,
         path: this.url,
         headers,
-        body: p === null ? this.body : p.upstreamBody(),
+        body,
         ttfbMs: 0,
         idleMs: 0,
       },
@@ -563,6 +560,22 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       const delay = state.hedgeDelayMs(stream);
       if (delay >= 0) this.hedgeTimer = setTimeout(onHedgeTimer, delay, this);
     }
+  }
+
+  private sendMirror(headers: string[], body: Buffer | null): void {
+    this.mirrorDue = false;
+    const route = this.route!;
+    const mirror = route.mirror!;
+    MirrorRequest.send(
+      this.plan,
+      mirror.pool,
+      this,
+      headers,
+      body,
+      mirror.stats,
+      route.timeouts.ttfbMs,
+      route.timeouts.idleMs,
+    );
   }
 
   private triedNodes(): readonly UpstreamNode[] {
