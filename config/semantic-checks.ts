@@ -5,6 +5,7 @@
  * skips what the schema rejected.
  */
 import { SharedKeyFinder, tenantKeysProblem } from '../proxy/tenant/tenant-table.js';
+import { MAX_RING_POINTS, ringPoints, ringTooLarge } from '../proxy/balance/hash-ring.js';
 import { formatConfigPath, type ConfigIssue, type ConfigPath } from './config-issue.js';
 import { suggestClosest } from './suggest.js';
 
@@ -89,6 +90,27 @@ function checkAffinity(data: Json, issues: ConfigIssue[]): void {
         path: ['pools', index, 'balance', 'affinity'],
         anchor: 'value',
         message: `affinity source ${String(affinity['source'])} needs ${need}`,
+      });
+    }
+  }
+}
+
+/** A pool balanced on a hash ring (consistent-hash, cache-aware) fits the ring's size limit. */
+function checkRingSize(data: Json, issues: ConfigIssue[]): void {
+  for (const [index, pool] of entries(data['pools'])) {
+    const balance = pool['balance'];
+    if (!isRecord(balance) || (balance['kind'] !== 'consistent-hash' && balance['kind'] !== 'cache-aware'))
+      continue;
+    const ppw = typeof balance['points_per_weight'] === 'number' ? balance['points_per_weight'] : undefined;
+    const weights = entries(pool['nodes']).map(([, n]) =>
+      typeof n['weight'] === 'number' ? n['weight'] : 1,
+    );
+    const total = ringPoints(weights, ppw);
+    if (total > MAX_RING_POINTS) {
+      issues.push({
+        path: ['pools', index, 'balance', ...(ppw === undefined ? [] : ['points_per_weight'])],
+        anchor: 'value',
+        message: ringTooLarge(total),
       });
     }
   }
@@ -431,6 +453,7 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkBatchApi(data, issues);
   checkRoutePools(data, issues);
   checkAffinity(data, issues);
+  checkRingSize(data, issues);
   const used = checkListenerPorts(data, view, issues);
   checkNodes(data, issues);
   checkConnections(data, issues);

@@ -70,6 +70,26 @@ export function keyPosition(key: string): number {
  * (rare) keep the one of the node whose id sorts first (code units), whatever the config order: the
  * other node has one point fewer, and adding or removing either moves only its own keys.
  */
+/** Points a node of `weight` gets on the ring (at least one). */
+function pointsOf(weight: number, pointsPerWeight: number): number {
+  return Math.max(1, Math.round(weight * pointsPerWeight));
+}
+
+/**
+ * Points a ring of nodes with these weights would have: the config check compares it with
+ * `MAX_RING_POINTS` before anything is built.
+ */
+export function ringPoints(weights: readonly number[], pointsPerWeight = DEFAULT_POINTS_PER_WEIGHT): number {
+  let total = 0;
+  for (const w of weights) total += pointsOf(w, pointsPerWeight);
+  return total;
+}
+
+/** Why a ring of `total` points is refused, in the config's terms. */
+export function ringTooLarge(total: number): string {
+  return `the consistent-hash ring would have ${total} points (at most ${MAX_RING_POINTS}): lower balance.points_per_weight or the nodes' weights`;
+}
+
 export class HashRing {
   /** Point positions, ascending, distinct (integers below RING_RANGE). */
   readonly positions: Uint32Array;
@@ -93,13 +113,9 @@ export class HashRing {
    * RangeError when the ring would exceed `MAX_RING_POINTS` (a config error, caught at plan compile).
    */
   constructor(ids: readonly string[], weights: ArrayLike<number>, pointsPerWeight: number) {
-    const counts = ids.map((_, i) => Math.max(1, Math.round((weights[i] ?? 0) * pointsPerWeight)));
+    const counts = ids.map((_, i) => pointsOf(weights[i] ?? 0, pointsPerWeight));
     const total = counts.reduce((a, b) => a + b, 0);
-    if (total > MAX_RING_POINTS) {
-      throw new RangeError(
-        `consistent-hash ring would have ${total} points (max ${MAX_RING_POINTS}); lower pointsPerWeight or the weights`,
-      );
-    }
+    if (total > MAX_RING_POINTS) throw new RangeError(ringTooLarge(total));
     // Nodes in id order, so a shared position goes to the same node whatever the config order.
     const slots = ids.map((_, slot) => slot).sort((a, b) => compareIds(ids[a]!, ids[b]!) || a - b);
     const owner = new Map<number, number>();

@@ -24,6 +24,7 @@ import type { Logger } from '../runtime/logger.js';
 import type { NodeRegistry } from '../upstream/node-registry.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { attachHealth } from './health-wiring.js';
+import { MAX_RING_POINTS, ringPoints, ringTooLarge } from '../balance/hash-ring.js';
 import type { RuntimeState } from './runtime-state.js';
 import {
   compilePreRoute,
@@ -183,7 +184,10 @@ export function compilePlan(
   digest: string,
   ctx: CompileContext,
 ): Plan {
-  // First: it may throw (a missing key variable, bad limits) and has no side effects worth undoing.
+  // First, everything that can refuse the config, before any shared state changes: a rejected
+  // reload must leave limits, nodes, health and budgets exactly as they were.
+  const requestHeaders = preflightPools(config);
+  // It may throw (a missing key variable, bad limits) before it configures the shared rate limiter.
   const tenants = compileTenantPlan(
     config,
     () => ctx.runtime.rateLimiter(config.rate_limits, ctx.log),
@@ -232,7 +236,7 @@ export function compilePlan(
         ? createAffinityExtractor(b.affinity)
         : null;
     const pool = new Pool(pc.name, members, policy, state, affinity, b.decay_ms ?? DEFAULT_TTFB_HALF_LIFE_MS);
-    pool.requestHeaders = resolveRequestHeaders(pc.name, pc.request_headers);
+    pool.requestHeaders = requestHeaders.get(pc.name) ?? null;
     pools.set(pc.name, pool);
   }
   const poolOf = (name: string): Pool => {
@@ -324,6 +328,27 @@ function resolveSeries(plan: Plan, stats: StatsRegistry): void {
     });
   }
   stats.series.retain(used);
+}
+
+/**
+ * The checks of the pools that the loader cannot make (environment variables are read now) and
+ * whose failure would otherwise come after shared state changed: every pool's `request_headers`
+ * resolved (returned by pool name), and every hash ring within its size limit (the loader checks
+ * that too; a plan compiled without it must not fail half-way). Throws naming the pool.
+ */
+function preflightPools(config: SluiceConfig): Map<string, readonly string[] | null> {
+  const headers = new Map<string, readonly string[] | null>();
+  for (const pc of config.pools) {
+    headers.set(pc.name, resolveRequestHeaders(pc.name, pc.request_headers));
+    const kind = pc.balance.kind;
+    if (kind !== 'consistent-hash' && kind !== 'cache-aware') continue;
+    const total = ringPoints(
+      pc.nodes.map((n) => n.weight),
+      pc.balance.points_per_weight,
+    );
+    if (total > MAX_RING_POINTS) throw new Error(`pools ${pc.name}: ${ringTooLarge(total)}`);
+  }
+  return headers;
 }
 
 /**

@@ -496,16 +496,20 @@ export class Sluice {
     } catch (e) {
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
-    try {
-      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
-    } catch (e) {
-      for (const i of instances.values()) await i.close();
-      return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
-    }
+    // The certificates first: a swap that fails leaves nothing else changed, whereas the compile
+    // reconfigures shared state (limits, budgets, health) once its checks pass.
+    const served = new Map(this.tls);
     const swapped = this.swapChanged(tls);
     if (typeof swapped === 'string') {
       for (const i of instances.values()) await i.close();
       return this.rejectReload([swapped]);
+    }
+    try {
+      next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
+    } catch (e) {
+      for (const i of instances.values()) await i.close();
+      if (swapped.length > 0) this.swapChanged(served);
+      return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
     this.plan = next;
     this.applyOverload(loaded.config);

@@ -21,6 +21,30 @@ void describe('routes and pools', () => {
     assert.equal(error.message, 'unknown pool "tpu" (did you mean "gpu"?); defined pools: gpu, cpu');
   });
 
+  void it('rejects a hash ring over its size limit at points_per_weight, as serve would', () => {
+    const error = onlyErrorOf(
+      yamlLines(
+        'pools:',
+        '  - name: gpu',
+        '    balance: {kind: consistent-hash, points_per_weight: 10000}',
+        '    nodes: [{url: "http://127.0.0.1:9100", weight: 100}, {url: "http://127.0.0.1:9101"}]',
+        'routes: [{name: all, pool: gpu}]',
+      ),
+    );
+    assert.deepEqual(placesOf([error]), ['3:57 pools[0].balance.points_per_weight']);
+    assert.match(error.message, /1010000 points \(at most 262144\): lower balance\.points_per_weight/);
+    const fits = configOf(
+      yamlLines(
+        'pools:',
+        '  - name: gpu',
+        '    balance: {kind: cache-aware, points_per_weight: 1000}',
+        '    nodes: [{url: "http://127.0.0.1:9100", weight: 100}, {url: "http://127.0.0.1:9101"}]',
+        'routes: [{name: all, pool: gpu}]',
+      ),
+    );
+    assert.equal(fits.pools[0]!.balance.points_per_weight, 1000);
+  });
+
   void it('rejects duplicate pool names at the second one', () => {
     const error = onlyErrorOf(
       yamlLines(
