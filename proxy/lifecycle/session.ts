@@ -69,6 +69,14 @@ export interface SessionHost {
 
 /** Retry headers of a 503 for a pool without an available node (one second). */
 const NO_NODE_RETRY_AFTER: readonly string[] = retryAfterHeaders(1000);
+
+/** Longest a dropped retryable answer's body is read before its exchange is cut, ms. */
+const DISCARD_DRAIN_MS = 100;
+
+/** Cuts a dropped retryable answer still being read: its error ends it, and the retry goes on. */
+function cutDiscarded(att: Attempt): void {
+  if (!att.released) att.abort(new Error('retryable answer dropped: its body took too long'));
+}
 /** Output tokens assumed, for load estimates, of a generation request that sets no max_tokens. */
 const BALANCE_MAX_TOKENS = 256;
 const UNPARSED = Symbol('unparsed');
@@ -642,6 +650,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.retryAfterMs = retryAfterMs(head.retryAfter, this.route!.retries.maxRetryAfterMs);
       this.lastError = new SluiceError(Errors.upstreamStatus, `upstream node answered ${status}`);
       if (att.retryPlanned) this.clearHedgeTimer();
+      // Drained so the connection can serve again, but not for long: a body that trickles or
+      // stalls must not hold the retry (or the client) back until the idle or total timeout.
+      setTimeout(cutDiscarded, DISCARD_DRAIN_MS, att);
       return;
     }
     const sse = isEventStream(head.contentType);
@@ -817,12 +828,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       this.endAfterHead(e);
       return;
     }
-    this.lastError = e;
     if (att.discard) {
-      // The retryable answer broke while being drained: go on as planned.
+      // The retryable answer broke while being drained (or was cut, see cutDiscarded): go on as
+      // planned, with its status as the error should no retry follow.
       if (this.live === 0) this.afterDiscard(att);
       return;
     }
+    this.lastError = e;
     if (this.live > 0) return; // the other attempt (hedge) may still answer
     const bit = retryBitForError(e.kind);
     if (bit !== 0 && this.hasAlternative(att.node) && this.mayRetry(bit)) {
@@ -1149,9 +1161,16 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const d = this.limit;
     if (d !== null) {
       const limiter = this.plan.tenants.limiter!;
-      // No node answered (never dispatched, or every attempt failed): charge nothing.
-      if (!answered) limiter.refund(d);
-      else {
+      // Never dispatched (admission turned it away, the client left first): charge nothing. Sent
+      // to a node that never answered (a timeout, a reset): the request counts, its tokens do not;
+      // a failing fleet must not lift requests_per_minute.
+      if (!answered) {
+        if (this.attempts === 0) limiter.refund(d);
+        else {
+          limiter.reconcile(d, 0);
+          limiter.release(d);
+        }
+      } else {
         // The node's usage, else nothing for an error answer (a 4xx or 5xx generated nothing to
         // charge for); a success without usage keeps its estimate.
         if (used >= 0) limiter.reconcile(d, used);
