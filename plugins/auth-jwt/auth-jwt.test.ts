@@ -147,3 +147,84 @@ tenants:
     assert.deepEqual([body.error.type, body.error.code], ['invalid_request_error', 'invalid_api_key']);
   });
 });
+
+describe('auth-jwt behind the batch API without tenants', { timeout: 30_000 }, () => {
+  let fleet: SimFleet | null = null;
+  let t: TestSluice | null = null;
+  const now = (): number => Math.floor(Date.now() / 1000);
+
+  before(async () => {
+    process.env['SLUICE_TEST_JWT_SECRET'] = SECRET;
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    t = await startTestSluice(`${LOOPBACK_HEAD}plugins:
+  - name: jwt
+    use: auth-jwt
+    options:
+      audience: sluice
+      keys:
+        - { alg: HS256, kid: hs1, secret_env: SLUICE_TEST_JWT_SECRET }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet.urls[0]}
+routes:
+  - name: chat
+    match: { path: /v1/chat/completions }
+    pool: gpu
+    plugins: [jwt]
+batch_api: {}
+`);
+  });
+
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+  });
+
+  async function batch(headers: Record<string, string>): Promise<{ status: string; status_code: number }[]> {
+    const r = await fetch(`${t!.url}/v1/batch`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({
+        endpoint: '/v1/chat/completions',
+        items: [
+          { custom_id: 'a', model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 },
+          { custom_id: 'b', model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 },
+        ],
+      }),
+    });
+    assert.equal(r.status, 200);
+    return ((await r.json()) as { results: { status: string; status_code: number }[] }).results;
+  }
+
+  it('refuses the items of a caller without a valid token, as the route would', async () => {
+    const direct = await fetch(`${t!.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    assert.equal(direct.status, 401);
+    await direct.text();
+    const anonymous = await batch({});
+    assert.deepEqual(
+      anonymous.map((x) => x.status_code),
+      [401, 401],
+    );
+    const forged = await batch({
+      authorization: `Bearer ${jwt('HS256', Buffer.from('wrong'), { aud: 'sluice' })}`,
+    });
+    assert.deepEqual(
+      forged.map((x) => x.status_code),
+      [401, 401],
+    );
+  });
+
+  it('serves the items of a caller whose token the route accepts', async () => {
+    const token = jwt('HS256', Buffer.from(SECRET), { sub: 'x', aud: 'sluice', exp: now() + 300 }, 'hs1');
+    const served = await batch({ authorization: `Bearer ${token}` });
+    assert.deepEqual(
+      served.map((x) => x.status),
+      ['succeeded', 'succeeded'],
+    );
+  });
+});

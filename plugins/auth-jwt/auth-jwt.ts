@@ -148,8 +148,10 @@ export default definePlugin<Options>({
     };
     return {
       onRequest(req) {
-        // Batch items Sluice makes itself carry the tenant of the caller already authenticated.
-        if (req.internal) return;
+        // Batch items Sluice makes itself carry the tenant of a caller the batch API authenticated
+        // by API key. Without tenants it authenticates nobody: such an item is checked like any
+        // request (a synchronous batch's items carry the caller's Authorization header).
+        if (req.internal && req.tenant !== '') return;
         const m = BEARER.exec(req.header('authorization') ?? '');
         if (m === null) {
           deny(req, 'send a JWT as "Authorization: Bearer <token>"');
