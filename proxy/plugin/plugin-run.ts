@@ -194,9 +194,16 @@ export class PluginRun implements PluginRequest {
     return this.runPhase(hooks, 0);
   }
 
-  /** The headers to send with the current attempt. */
+  /**
+   * The headers to send with the current attempt. On a route whose plugins read or rewrite the
+   * answer's bytes (onResponseChunk) the client's Accept-Encoding is left out: the node answers
+   * uncompressed, since a hook handed gzip bytes as text would corrupt them (and a cache would
+   * serve them to clients that never asked for gzip).
+   */
   upstreamHeaders(): string[] {
-    return this.upHeaders ?? this.s.headers;
+    const h = this.upHeaders ?? this.s.headers;
+    const chain = this.chain;
+    return chain !== null && chain.onResponseChunk.length > 0 ? withoutAcceptEncoding(h) : h;
   }
 
   /** The body to send with the current attempt. */
@@ -787,4 +794,18 @@ function checkStatus(status: number, min = 200): number {
   if (!Number.isInteger(status) || status < min || status > 599)
     throw new TypeError(`status ${status} must be an integer from ${min} to 599`);
   return status;
+}
+
+/** `headers` without `accept-encoding` (the same array when it has none). */
+function withoutAcceptEncoding(headers: string[]): string[] {
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i] === 'accept-encoding') {
+      const out: string[] = [];
+      for (let j = 0; j < headers.length; j += 2) {
+        if (headers[j] !== 'accept-encoding') out.push(headers[j]!, headers[j + 1]!);
+      }
+      return out;
+    }
+  }
+  return headers;
 }
