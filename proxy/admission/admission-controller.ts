@@ -440,6 +440,8 @@ export class AdmissionController {
     const inReserve = this.inFlight >= this.effectiveLimit - this.reserved;
     if (!inReserve) return this.queuedEntries.size === 0;
     if (this.queuedEntries.size > 0 && this.queue.queuedBy(t.tenant) > 0) return false;
+    // A reserved slot goes to a tenant under its share, but never ahead of a higher class waiting.
+    if (this.queuedEntries.size > 0 && this.queue.waitingAbove(t.priority)) return false;
     this.scale = this.shareScale(now);
     return this.underShare(t.tenant);
   }

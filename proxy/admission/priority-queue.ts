@@ -45,8 +45,10 @@ export class PriorityQueue {
   }
 
   /**
-   * Like `pop`, but from the tenant furthest below its share (`FairQueue.popNeediest`), highest
-   * class first; null when every queued tenant is at its share.
+   * Like `pop`, but from the tenant of the highest non-empty class furthest below its share
+   * (`FairQueue.popNeediest`); null when every queued tenant of that class is at its share. A
+   * lower class is never served while a higher one waits, reserved slots or not: priority is
+   * strict, and the reserve only decides who inside the class goes first.
    */
   popNeediest(shareUsed: (tenant: string) => number): QueueEntry | null {
     const classes = this.classes;
@@ -54,12 +56,21 @@ export class PriorityQueue {
       const c = classes[i]!;
       if (c.size === 0) continue;
       const e = c.popNeediest(shareUsed);
-      if (e !== null) {
-        this.size--;
-        return e;
-      }
+      if (e !== null) this.size--;
+      return e;
     }
     return null;
+  }
+
+  /** True when an entry of a class above `priority` waits (strict priority: it goes first). */
+  waitingAbove(priority: number): boolean {
+    const classes = this.classes;
+    for (let i = 0; i < classes.length; i++) {
+      const c = classes[i]!;
+      if (c.priority <= priority) return false;
+      if (c.size > 0) return true;
+    }
+    return false;
   }
 
   /** Entries `tenant` has queued, across classes. */

@@ -136,3 +136,31 @@ describe('admission reserve for tenants under their share', () => {
     assert.equal(c.queued, 3);
   });
 });
+
+describe('admission reserve and priority classes', () => {
+  it('never gives a reserved slot to a lower class while a higher one waits', () => {
+    const { c } = controller(1);
+    const log: string[] = [];
+    // vip (class 10), alone at first, takes all 8 slots and queues 3 more; then low (class 0)
+    // queues, far below its share of 4.
+    const vip: TestTicket[] = [];
+    for (let i = 0; i < 8; i++) {
+      const t = new TestTicket('vip', { priority: 10, log });
+      vip.push(t);
+      assert.equal(c.offer(t), 'admitted');
+    }
+    for (let i = 0; i < 3; i++) assert.equal(c.offer(new TestTicket('vip', { priority: 10, log })), 'queued');
+    assert.equal(c.offer(new TestTicket('low', { priority: 0, log })), 'queued');
+    // Three slots free: the first goes to vip's queue; the two reserved ones are not handed to low
+    // (vip, at its share, does not take them either, while low is active).
+    for (const t of vip.slice(0, 3)) c.release(t);
+    assert.deepEqual(
+      log.map((id) => id.split('#')[0]),
+      ['vip'],
+    );
+    assert.equal(c.inFlight, 6);
+    // An arrival of another low tenant does not take a reserved slot while vip waits either.
+    assert.equal(c.offer(new TestTicket('low2', { priority: 0, log })), 'queued');
+    assert.equal(c.inFlight, 6);
+  });
+});
