@@ -90,7 +90,7 @@ export const FAULT_CASES: readonly FaultCase[] = [
   { fault: 'unknown-transfer-encoding', stream: false, expect: status(502, 'upstream_protocol_error') },
   { fault: 'informational-then-close', stream: false, expect: status(502, 'upstream_connection_reset') },
   { fault: 'bad-chunk-size', stream: true, expect: status(502, 'upstream_protocol_error') },
-  { fault: 'stall-after-head', stream: true, expect: status(504, 'upstream_idle_timeout') },
+  { fault: 'stall-after-head', stream: true, expect: status(504, 'upstream_timeout') },
   { fault: 'bad-chunk-after-data', stream: true, expect: sseError('upstream_protocol_error') },
   { fault: 'chunk-overrun', stream: true, expect: sseError('upstream_protocol_error') },
   { fault: 'stall-mid-stream', stream: true, expect: sseError('upstream_idle_timeout') },

@@ -15,6 +15,7 @@ import { errors } from 'undici';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { nowMs } from './clock.js';
 import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
+import { Errors, SluiceError } from './errors.js';
 import type { HeldHead } from './held-head.js';
 import type { Session } from './session.js';
 import { SSE_LINE_START } from './sse-first-event.js';
@@ -55,6 +56,12 @@ export class Attempt implements DeadlineEntry {
   retryPlanned = false;
   /** True once node counters were released (exactly once per attempt). */
   released = false;
+  /**
+   * An event stream's head came and its first event has not: the time-to-first-byte deadline runs
+   * on until that event (the head of a vLLM-style stream comes before its queueing and prefill),
+   * and the body-gap deadline starts only then.
+   */
+  awaitFirstEvent = false;
   /** Monotonic time the response head arrived, ms; -1 before. */
   headMs = -1;
   /**
@@ -125,6 +132,10 @@ export class Attempt implements DeadlineEntry {
     const idle = this.idleList;
     if (this.resumeBody === null) {
       this.timeOut(new errors.HeadersTimeoutError());
+    } else if (this.awaitFirstEvent) {
+      this.timeOut(
+        new SluiceError(Errors.ttfbTimeout, 'upstream node sent no first event of its stream in time'),
+      );
     } else if (this.paused && idle !== null) {
       // The client is not reading: the gap is not the node's (as with undici's body timeout).
       idle.add(this, nowMs());
@@ -204,10 +215,22 @@ export class Attempt implements DeadlineEntry {
     // Informational answers (103 Early Hints) are not the response; undici waits for the final one.
     if (status < 200) return true;
     this.resumeBody = resume;
-    this.dlList?.remove(this);
-    this.idleList?.add(this, nowMs());
+    const ttfb = this.dlList;
     this.session.attemptHead(this, status, rawHeaders);
+    // A stream keeps its time-to-first-byte deadline until its first event (firstEvent); an
+    // attempt the session let go of meanwhile is in no list.
+    if (this.awaitFirstEvent || this.released) return !this.paused;
+    ttfb?.remove(this);
+    this.idleList?.add(this, nowMs());
     return !this.paused;
+  }
+
+  /** The stream's first event arrived at `now`: the body-gap deadline takes over from the first-byte one. */
+  firstEvent(now: number): void {
+    if (!this.awaitFirstEvent) return;
+    this.awaitFirstEvent = false;
+    this.dlList?.remove(this);
+    if (!this.released) this.idleList?.add(this, now);
   }
 
   onData(chunk: Buffer): boolean {
