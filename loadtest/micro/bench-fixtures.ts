@@ -49,6 +49,7 @@ class NullDownstream implements Downstream {
     return true;
   }
   end(): void {}
+  closeWhenDone(): void {}
   destroy(): void {}
   abandonHead(): boolean {
     return false;

@@ -120,6 +120,8 @@ export class InternalRequest implements Downstream, SessionHost {
 
   end(): void {}
 
+  closeWhenDone(): void {}
+
   destroy(): void {
     this.truncated = true;
   }

@@ -14,6 +14,11 @@ export interface Downstream {
    */
   reply(status: number, headers: readonly string[], body: string | Uint8Array, close: boolean): void;
   /**
+   * The connection is to close once this response ends (the server drains, and a response tells
+   * the client so with `Connection: close`). Call before `start`.
+   */
+  closeWhenDone(): void;
+  /**
    * Writes the head of a streamed response. `contentLength` is the body size, or -1 when unknown
    * (chunked framing, e.g. SSE). `noBody` for 204/304; an answer to a client's HEAD has none either,
    * which the implementation knows from the request it serves (a plugin may forward another

@@ -656,6 +656,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     const sse = isEventStream(head.contentType);
+    // Its head says nothing of the prefill: the first-byte deadline runs on to the first event.
+    if (sse && status < 300) att.awaitFirstEvent = true;
     if (bit === 0) {
       recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
       // A stream's head comes before its prefill: its sample is its first event (firstTokenSample).
@@ -689,8 +691,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const out = head.headers;
     if (this.limit !== null) rateLimitHeaders(this.limit, out);
     if (this.route!.routeHeader) out.push('x-sluice-route', this.routeReport(att));
-    // While draining, tell the client not to reuse the connection (uWS closes it when the drain ends).
-    if (this.host.draining) out.push('connection', 'close');
+    // While draining, the connection closes after this answer, and the client is told so.
+    if (this.host.draining) {
+      out.push('connection', 'close');
+      this.downstream.closeWhenDone();
+    }
     const p = this.plug;
     if (p !== null) {
       p.responseHead(att, status, out, Number.isFinite(length) ? length : -1, noBody, head.binary);
@@ -752,6 +757,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // the attempt is the winner (a held stream becomes it just below, in heldData).
     const now = nowMs();
     att.firstTokenMs = now;
+    att.firstEvent(now);
     firstTokenSample(att, this.pool!, now);
     if (att === this.winner) this.firstTokenOut(now);
   }
@@ -852,7 +858,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
    * Not with plugins, whose response hooks already saw this head.
    */
   private retryAfterHead(att: Attempt, e: SluiceError): boolean {
-    if (this.plug !== null || this.finished || e.kind.source !== 'upstream') return false;
+    // Only a stream's head comes before the work: an answer that is not streamed has its head
+    // after the whole generation, which a retry would run a second time.
+    if (this.plug !== null || this.finished || !this.sse || e.kind.source !== 'upstream') return false;
     const bit = retryBitForError(e.kind);
     const r = this.route!.retries;
     if (bit === 0 || (r.on & bit) === 0 || this.retries >= r.max || !this.hasAlternative(att.node))

@@ -218,6 +218,9 @@ export class NetExchange extends BodyCollector implements ServerDownstream {
     this.finish();
   }
 
+  /** The connection closes after the queue is answered while the server drains (NetConnection). */
+  closeWhenDone(): void {}
+
   abandonHead(): boolean {
     // A kept head means no byte of this response went to the connection (see `start`).
     if (this.aborted || this.done || this.pendingHead === '') return false;

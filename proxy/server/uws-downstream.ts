@@ -55,6 +55,8 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   /** Some value of the kept head holds a byte of 0x80 or above (see `Downstream.start`). */
   private headBinary = false;
   private readonly rt: ListenerRuntime;
+  /** The connection closes once this response ends (`closeWhenDone`: the server drains). */
+  private closeConn = false;
   /** The request is a HEAD: a reply of Sluice's own carries its headers but not its body. */
   private readonly headRequest: boolean;
   /**
@@ -259,6 +261,10 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     }
   }
 
+  closeWhenDone(): void {
+    this.closeConn = true;
+  }
+
   write(chunk: Uint8Array): boolean {
     // HOT
     if (this.aborted || this.ended) return true;
@@ -281,6 +287,13 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     const res = this.res;
     if (this.total >= 0) {
       const offset = res.getWriteOffset();
+      if (this.closeConn && offset === 0 && chunk.length === this.total) {
+        // The whole body at once while draining: uWS closes the connection after it (an answer in
+        // several chunks keeps its connection until the drain ends).
+        res.end(chunk, true);
+        this.ended = true;
+        return;
+      }
       const [written, done] = res.tryEnd(chunk, this.total);
       if (done) this.ended = true;
       else if (!written) {
@@ -337,6 +350,9 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
   /** The end of a chunked body, inside a cork (with the kept head when no byte was written yet). */
   endCorked(): void {
     if (this.headHeaders !== null) this.writeHead();
+    // Not `end('', true)` while draining: in chunked mode this uWS build writes its
+    // `Connection: close` line after the last chunk, into the body. Such a connection closes when
+    // the drain ends.
     this.res.end();
   }
 
@@ -345,7 +361,8 @@ export class UwsDownstream extends BodyCollector implements Downstream, Deadline
     const status = this.headStatus;
     this.writeHead();
     if (!noBody) {
-      this.res.end();
+      if (this.closeConn) this.res.end('', true);
+      else this.res.end();
       return;
     }
     // The node's length (a HEAD's, a 304's) goes on; a 204 has none (RFC 9110 §8.6).
