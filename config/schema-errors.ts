@@ -54,6 +54,28 @@ function describeValue(value: unknown): string {
   return Array.isArray(value) ? 'a list' : 'a mapping';
 }
 
+/** Keys whose values are credentials: an error about one never quotes it. */
+const SECRET_KEY = /(^|_)(sha256|token|password|secret|api_key|authorization)$/i;
+
+/**
+ * `describeValue` for the value at `path`, without the secrets it may hold: the value of a
+ * credential's key (`admin.token.sha256`, a plugin's `*_secret`, a pool's `request_headers`) is not
+ * shown, and the password of a URL is masked, so that a config error, logged or returned by a
+ * reload, does not leak what `/admin/config` masks.
+ */
+function describeValueAt(value: unknown, path: ConfigPath): string {
+  const key = path[path.length - 1];
+  const inHeaders = path.includes('request_headers');
+  if (typeof value === 'string' && ((typeof key === 'string' && SECRET_KEY.test(key)) || inHeaders))
+    return 'a value not shown here (it may be a secret)';
+  return describeValue(typeof value === 'string' ? maskUrlPasswords(value) : value);
+}
+
+/** `text` with the password of every URL in it (`scheme://user:password@`) shown as `****`. */
+export function maskUrlPasswords(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/*[^/@:\s]*:)[^@\s]*@/gi, '$1****@');
+}
+
 function describeRange(noun: string, min: number | undefined, max: number | undefined): string {
   if (min !== undefined && max !== undefined) return `${noun} from ${min} to ${max}`;
   if (min !== undefined) return `${noun} of at least ${min}`;
@@ -95,7 +117,7 @@ function typeMessage(schema: Json, value: unknown, path: ConfigPath): string {
     (value === null || value === undefined) && schema['type'] === 'object'
       ? ' (write {} for an empty mapping)'
       : '';
-  return `expected ${expected}, got ${describeValue(value)}${hint}`;
+  return `expected ${expected}, got ${describeValueAt(value, path)}${hint}`;
 }
 
 function unknownKeyMessage(key: string, schema: Json): string {
@@ -125,7 +147,7 @@ const WRAPPERS = new Set(['propertyNames', 'if', 'then', 'else', 'anyOf', 'oneOf
  */
 function issueFor(error: ErrorObject, schema: Json, path: ConfigPath): ConfigIssue | undefined {
   const at = (message: string): ConfigIssue => ({ path, anchor: 'value', message });
-  const got = describeValue(error.data);
+  const got = describeValueAt(error.data, path);
   switch (error.keyword) {
     case 'type':
       return at(typeMessage(schema, error.data, path));

@@ -7,6 +7,7 @@
 import { SharedKeyFinder, tenantKeysProblem } from '../proxy/tenant/tenant-table.js';
 import { MAX_RING_POINTS, ringPoints, ringTooLarge } from '../proxy/balance/hash-ring.js';
 import { formatConfigPath, type ConfigIssue, type ConfigPath } from './config-issue.js';
+import { maskUrlPasswords } from './schema-errors.js';
 import { suggestClosest } from './suggest.js';
 
 /** What the checks may ask about the file itself (not the defaulted data). */
@@ -316,7 +317,7 @@ function checkNodes(data: Json, issues: ConfigIssue[]): void {
         issues.push({
           path,
           anchor: 'value',
-          message: `must be a base URL like http://10.0.0.7:8000 (got ${JSON.stringify(url)}: ${problem})`,
+          message: `must be a base URL like http://10.0.0.7:8000 (got ${JSON.stringify(maskUrlPasswords(url))}: ${problem})`,
         });
         continue;
       }

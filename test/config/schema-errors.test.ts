@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { formatConfigError } from '../../config/loader.js';
 import { BASE_LINES, errorsOf, onlyErrorOf, placesOf, yamlLines } from './config-fixtures.js';
 
 const ROOT_KEYS =
@@ -292,5 +293,42 @@ void describe('many errors', () => {
       '9:21 pools[0].balance.kind',
       '12:11 routes[0].pool',
     ]);
+  });
+});
+
+void describe('errors about secrets', () => {
+  const texts = (lines: string[], base: readonly string[] = BASE_LINES): string =>
+    errorsOf(yamlLines(...base, ...lines))
+      .map((e) => formatConfigError(e))
+      .join('\n');
+
+  void it('never quote a credential or the password of a URL', () => {
+    const out = texts([
+      'admin:',
+      '  token: { sha256: my-plain-admin-token }',
+      'rate_limits:',
+      '  store: redis',
+      '  redis: { url: "rediss:/user:s3cretpw@cache:6379" }',
+      'tracing: { endpoint: "otlp://otel:hunter2@collector:4318" }',
+    ]);
+    assert.match(out, /admin\.token\.sha256/);
+    assert.match(out, /rate_limits\.redis\.url/);
+    for (const secret of ['my-plain-admin-token', 's3cretpw', 'hunter2'])
+      assert.ok(!out.includes(secret), `${secret} quoted in:\n${out}`);
+  });
+
+  void it('mask the password of a node URL', () => {
+    const out = texts(
+      [],
+      [
+        'pools:',
+        '  - name: gpu',
+        '    nodes: [{url: "http://admin:n0depass@10.0.0.7:8000"}]',
+        'routes: [{name: all, pool: gpu}]',
+      ],
+    );
+    assert.match(out, /base URL/);
+    assert.ok(!out.includes('n0depass'), out);
+    assert.match(out, /admin:\*\*\*\*@/);
   });
 });
