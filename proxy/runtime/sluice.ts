@@ -106,6 +106,16 @@ function restartOnlyChanges(a: SluiceConfig, b: SluiceConfig): string[] {
 
 const BATCH_API_PRESENCE = 'batch_api (present or not)';
 
+/** The origin of `name` when it is an http(s) URL (`HTTP://A:80/` → `http://a`), else null. */
+function urlOrigin(name: string): string | null {
+  if (!/^https?:\/\//i.test(name)) return null;
+  try {
+    return new URL(name).origin;
+  } catch {
+    return null;
+  }
+}
+
 export class Sluice {
   readonly configPath: string;
   readonly log: Logger;
@@ -321,9 +331,12 @@ export class Sluice {
         },
       };
     const members = pool.members;
+    // A URL in any form the config accepts (`HTTP://Host:8000/`), normalised as the config's are.
+    const origin = urlOrigin(name);
     const m =
-      members.find((x) => x.node.id === name || x.node.id.replace(/^https?:\/\//, '') === name) ??
-      (/^\d+$/.test(name) ? members[Number(name)] : undefined);
+      members.find(
+        (x) => x.node.id === name || x.node.id === origin || x.node.id.replace(/^https?:\/\//, '') === name,
+      ) ?? (/^\d+$/.test(name) ? members[Number(name)] : undefined);
     if (m === undefined)
       return {
         status: 404,

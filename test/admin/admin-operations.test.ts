@@ -179,6 +179,21 @@ describe('node drain', { timeout: 30_000 }, () => {
     await fetch(`${t!.adminUrl}/admin/nodes/gpu/1/undrain`, { method: 'POST' });
   });
 
+  it('finds a node by its URL in any form the config accepts', async () => {
+    const url = fleet!.urls[1]!;
+    for (const form of [`${url}/`, url.toUpperCase().replace('127.0.0.1', '127.0.0.1')]) {
+      const r = await fetch(`${t!.adminUrl}/admin/nodes/gpu/${encodeURIComponent(form)}/drain`, {
+        method: 'POST',
+      });
+      assert.equal(r.status, 200, `${form}: ${await r.text()}`);
+      const u = await fetch(`${t!.adminUrl}/admin/nodes/gpu/${encodeURIComponent(form)}/undrain`, {
+        method: 'POST',
+      });
+      assert.equal(u.status, 200);
+      await u.text();
+    }
+  });
+
   it('answers 404 for an unknown pool or node', async () => {
     assert.equal((await fetch(`${t!.adminUrl}/admin/nodes/nope/0/drain`, { method: 'POST' })).status, 404);
     assert.equal((await fetch(`${t!.adminUrl}/admin/nodes/gpu/9/drain`, { method: 'POST' })).status, 404);
