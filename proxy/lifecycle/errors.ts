@@ -145,6 +145,14 @@ export const Errors = {
     'invalid_request_error',
     'route_not_found',
   ),
+  /** No route serves the model the body names (routes match on `models`): OpenAI's own code. */
+  modelNotFound: kind(
+    'SLUICE_ROUTE_MODEL_NOT_FOUND',
+    'downstream',
+    404,
+    'invalid_request_error',
+    'model_not_found',
+  ),
   noHealthyNode: kind('SLUICE_POOL_NO_NODE', 'internal', 503, 'server_error', 'no_healthy_upstream'),
   draining: kind('SLUICE_SERVER_DRAINING', 'internal', 503, 'server_error', 'server_shutting_down'),
   /** Sluice itself is past its event-loop delay or heap threshold (`server.overload`). */

@@ -290,6 +290,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const route = this.plan.routes.match(this);
     if (route === null) {
       const hint = this.body !== null && this.json() === null ? ' (the body is not valid JSON)' : '';
+      const model = this.model();
+      if (model !== null && this.plan.routes.refusedForModel(this)) {
+        this.rec.onRefused(this, Refusal.routeNotFound, Errors.modelNotFound.id);
+        this.fail(Errors.modelNotFound, `The model \`${model}\` does not exist or is not served here.`);
+        return;
+      }
       this.rec.onRefused(this, Refusal.routeNotFound, Errors.routeNotFound.id);
       this.fail(Errors.routeNotFound, `no route matches ${this.method} ${this.path}${hint}`);
       return;

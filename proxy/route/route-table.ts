@@ -132,6 +132,11 @@ export class Route {
     this.models = m.models && m.models.length > 0 ? new Set(m.models) : null;
   }
 
+  /** True when the route has a `path` or `path_prefix` condition. */
+  get namesPath(): boolean {
+    return this.path !== null || this.pathPrefix !== null;
+  }
+
   /** The pool that serves this request (the single pool, or the split's choice). */
   choosePool(s: Session): Pool {
     // HOT
@@ -177,5 +182,15 @@ export class RouteTable {
       if (model !== null && r.models.has(model)) return r;
     }
     return null;
+  }
+
+  /**
+   * After `match` found nothing: true when a route for the request's path (one with a `path` or
+   * `path_prefix` condition) matched its head and was passed over only for its `models`: the model
+   * asked for is not served there. A path no route names stays a route miss.
+   */
+  refusedForModel(s: Session): boolean {
+    for (const r of this.routes) if (r.models !== null && r.namesPath && r.matchesHead(s)) return true;
+    return false;
   }
 }

@@ -383,6 +383,9 @@ routes:
   - name: by-model
     match: { models: [model-b] }
     pool: b
+  - name: models-on-v3
+    match: { path_prefix: /v3/, models: [model-c] }
+    pool: b
   - name: by-path
     match: { path: /v1/embeddings }
     pool: b
@@ -469,6 +472,16 @@ routes:
     assert.equal(body.error.type, 'invalid_request_error');
     assert.equal(body.error.param, null);
     assert.match(body.error.message, /GET \/v1\/chat\/completions/);
+  });
+
+  it("answers a model no route on the path serves with OpenAI's 404 model_not_found, and forwards nothing", async () => {
+    const before = servedCounts(fleet.nodes);
+    const res = await fetch(`${t.url}/v3/chat`, { method: 'POST', headers: json, body: chatBody() });
+    assert.equal(res.status, 404);
+    const body = (await res.json()) as OpenAiError;
+    assert.equal(body.error.code, 'model_not_found');
+    assert.match(body.error.message, /The model `\S+` does not exist/);
+    assert.deepEqual(servedCounts(fleet.nodes), before);
   });
 
   it('answers a request that matches no route with 404 and an OpenAI error body, and forwards nothing', async () => {
