@@ -228,3 +228,58 @@ batch_api: {}
     );
   });
 });
+
+describe('auth-jwt behind the batch API with tenants', { timeout: 30_000 }, () => {
+  let fleet: SimFleet | null = null;
+  let t: TestSluice | null = null;
+  const KEY = 'sk-jwt-batch-caller-0000000000000';
+
+  before(async () => {
+    process.env['SLUICE_TEST_JWT_SECRET'] = SECRET;
+    process.env['SLUICE_TEST_JWT_BATCH_KEY'] = KEY;
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    t = await startTestSluice(`${LOOPBACK_HEAD}plugins:
+  - name: jwt
+    use: auth-jwt
+    options:
+      audience: sluice
+      keys:
+        - { alg: HS256, kid: hs1, secret_env: SLUICE_TEST_JWT_SECRET }
+pools:
+  - name: gpu
+    nodes:
+      - url: ${fleet.urls[0]}
+routes:
+  - name: chat
+    match: { path: /v1/chat/completions }
+    pool: gpu
+    plugins: [jwt]
+tenants:
+  - name: acme
+    keys: [{ env: SLUICE_TEST_JWT_BATCH_KEY }]
+batch_api: {}
+`);
+  });
+
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+  });
+
+  it('serves the items of a caller the batch API authenticated by API key', async () => {
+    const r = await fetch(`${t!.url}/v1/batch`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({
+        endpoint: '/v1/chat/completions',
+        items: [{ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }],
+      }),
+    });
+    assert.equal(r.status, 200);
+    const results = ((await r.json()) as { results: { status: string; status_code: number }[] }).results;
+    assert.deepEqual(
+      results.map((x) => x.status_code),
+      [200],
+    );
+  });
+});
