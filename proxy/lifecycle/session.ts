@@ -165,6 +165,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private hedged = false;
   /** True while a copy of the request is owed to the route's mirror pool (sent with the first attempt). */
   private mirrorDue = false;
+  /** True once an attempt was handed to a node's connection pool (a node may have seen the request). */
+  private dispatched = false;
   private lastError: SluiceError | null = null;
   /** The route's total-timeout deadline (see deadline-list.ts): monotonic ms and list links. */
   deadlineAt = 0;
@@ -293,7 +295,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       const model = this.model();
       if (model !== null && this.plan.routes.refusedForModel(this)) {
         this.rec.onRefused(this, Refusal.routeNotFound, Errors.modelNotFound.id);
-        this.fail(Errors.modelNotFound, `The model \`${model}\` does not exist or is not served here.`);
+        const shown = model.length > 256 ? `${model.slice(0, 256)}…` : model;
+        this.fail(Errors.modelNotFound, `The model \`${shown}\` does not exist or is not served here.`);
         return;
       }
       this.rec.onRefused(this, Refusal.routeNotFound, Errors.routeNotFound.id);
@@ -551,6 +554,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // The attempt keeps its own time-to-first-byte and body-gap deadlines (attempt.ts): undici's
     // are off (0).
     const route = this.route!;
+    this.dispatched = true;
     att.watch(route.ttfbDeadlines, route.idleDeadlines, nowMs());
     att.node.dispatch(
       {
@@ -662,8 +666,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     const sse = isEventStream(head.contentType);
-    // Its head says nothing of the prefill: the first-byte deadline runs on to the first event.
-    if (sse && status < 300) att.awaitFirstEvent = true;
+    // Its head says nothing of the prefill: the first-byte deadline runs on to the first event
+    // (when the route has one; without it the body-gap deadline starts at the head, as before).
+    if (sse && status < 300 && att.dlList !== null) att.awaitFirstEvent = true;
     if (bit === 0) {
       recordTtfb(att.node, ttfb, now, pool.ttfbHalfLifeMs);
       // A stream's head comes before its prefill: its sample is its first event (firstTokenSample).
@@ -1179,7 +1184,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       // to a node that never answered (a timeout, a reset): the request counts, its tokens do not;
       // a failing fleet must not lift requests_per_minute.
       if (!answered) {
-        if (this.attempts === 0) limiter.refund(d);
+        if (!this.dispatched) limiter.refund(d);
         else {
           limiter.reconcile(d, 0);
           limiter.release(d);

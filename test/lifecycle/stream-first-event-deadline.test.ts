@@ -47,7 +47,13 @@ describe('the first event of a stream', { timeout: 30_000 }, () => {
   - name: both
     nodes: [{ url: ${mute.url} }, { url: ${slow.url} }]
     timeouts: { ttfb_ms: 400, idle_ms: 5000 }
+  - name: untimed
+    nodes: [{ url: ${mute.url} }]
+    timeouts: { ttfb_ms: 0, idle_ms: 300, total_ms: 10000 }
 routes:
+  - name: untimed
+    match: { headers: { x-pool: untimed } }
+    pool: untimed
   - name: slow
     match: { headers: { x-pool: slow } }
     pool: slow
@@ -76,6 +82,18 @@ routes:
     assert.doesNotMatch(text, /error/);
   });
 
+  it('is waited for by idle_ms when the route has no ttfb_ms', async () => {
+    const started = performance.now();
+    const r = await fetch(
+      `${t!.url}/v1/chat/completions`,
+      chatRequest({ stream: true }, { 'x-pool': 'untimed' }),
+    );
+    const body = (await r.json()) as { error: { code: string } };
+    assert.equal(r.status, 504);
+    assert.equal(body.error.code, 'upstream_idle_timeout');
+    assert.ok(performance.now() - started < 3000);
+  });
+
   it('is retried on another node when it does not come within ttfb_ms', async () => {
     // Round-robin: of two requests, one goes to the mute node first.
     for (let i = 0; i < 2; i++) {
@@ -87,6 +105,6 @@ routes:
       assert.equal(r.status, 200, text);
       assert.match(text, /data: \[DONE\]/);
     }
-    assert.equal(muteCalls, 1);
+    assert.equal(muteCalls, 2);
   });
 });
