@@ -74,6 +74,8 @@ interface TenantUse {
   weight: number;
   /** Last offer, admission or release, ms (monotonic). */
   seenMs: number;
+  /** Priority class of its last offer: the reserve is held for it only against its class or lower. */
+  priority: number;
 }
 
 /** Weight of each completed request in the service-time average. */
@@ -375,6 +377,10 @@ export class AdmissionController {
             scaled = true;
           }
           e = this.queue.popNeediest(this.shareUsedFn);
+          // Nobody queued in the top class is under its share: the reserve is held only for an
+          // active tenant under its share that may take it (of that class or above); a reserve
+          // for lower classes, which may not go first, would only stay idle.
+          if (e === null && !this.reserveWanted(this.queue.topPriority())) e = this.queue.pop();
         } else {
           e = this.queue.pop();
         }
@@ -443,7 +449,18 @@ export class AdmissionController {
     // A reserved slot goes to a tenant under its share, but never ahead of a higher class waiting.
     if (this.queuedEntries.size > 0 && this.queue.waitingAbove(t.priority)) return false;
     this.scale = this.shareScale(now);
-    return this.underShare(t.tenant);
+    return this.underShare(t.tenant) || !this.reserveWanted(t.priority);
+  }
+
+  /**
+   * True when an active tenant of class `priority` or above is under its share at the current
+   * `scale` (the reserve is kept for it). Call after `shareScale`, which forgot inactive tenants.
+   */
+  private reserveWanted(priority: number): boolean {
+    for (const u of this.use.values()) {
+      if (u.priority >= priority && u.inFlight < this.scale * u.weight) return true;
+    }
+    return false;
   }
 
   /**
@@ -478,11 +495,12 @@ export class AdmissionController {
   private touch(t: AdmissionTicket, now: number): TenantUse {
     let u = this.use.get(t.tenant);
     if (u === undefined) {
-      u = { inFlight: 0, weight: 1, seenMs: now };
+      u = { inFlight: 0, weight: 1, seenMs: now, priority: t.priority };
       this.use.set(t.tenant, u);
     }
     u.weight = Number.isFinite(t.weight) && t.weight > 0 ? t.weight : 1;
     u.seenMs = now;
+    u.priority = t.priority;
     return u;
   }
 

@@ -48,7 +48,7 @@ export class PriorityQueue {
    * Like `pop`, but from the tenant of the highest non-empty class furthest below its share
    * (`FairQueue.popNeediest`); null when every queued tenant of that class is at its share. A
    * lower class is never served while a higher one waits, reserved slots or not: priority is
-   * strict, and the reserve only decides who inside the class goes first.
+   * strict, and the reserve decides who inside the class goes first.
    */
   popNeediest(shareUsed: (tenant: string) => number): QueueEntry | null {
     const classes = this.classes;
@@ -60,6 +60,12 @@ export class PriorityQueue {
       return e;
     }
     return null;
+  }
+
+  /** The priority of the highest class with an entry queued; -Infinity when the queue is empty. */
+  topPriority(): number {
+    for (const c of this.classes) if (c.size > 0) return c.priority;
+    return -Infinity;
   }
 
   /** True when an entry of a class above `priority` waits (strict priority: it goes first). */
