@@ -28,6 +28,11 @@ export interface ListenerConfig {
    * Default 0.
    */
   pipelining: number;
+  /**
+   * Keep the client's X-Forwarded-Host, X-Forwarded-Proto and Forwarded (a load balancer in front
+   * of Sluice sets them) instead of writing Sluice's own. Default false.
+   */
+  trust_forwarded: boolean;
   /** Time allowed for a complete request head, ms (own engine; uWS has a fixed ~10 s). Default 10000. */
   header_timeout_ms: number;
   /** Time allowed for a complete request body after its head, ms. Default 60000. */

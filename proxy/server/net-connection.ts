@@ -121,7 +121,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   onHead(): number {
     // HOT
     this.headDeadline = 0;
-    const head = endHead(this.remote, this.proto);
+    const head = endHead(this.remote, this.proto, this.rt.config.trust_forwarded);
     const ex = new NetExchange(this, head.http10, head.closeAfter, head.method === 'HEAD');
     this.queue.push(ex);
     // A refused request's reply closes the connection; its body is never parsed.

@@ -182,7 +182,7 @@ export class ProxyServer implements SessionHost {
   private onRequest(l: ListenerView, res: HttpResponse, req: HttpRequest): void {
     // HOT
     const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
-    const head = captureHead(req, remote, l.proto);
+    const head = captureHead(req, remote, l.proto, l.rt.config.trust_forwarded);
     this.intake.admit(l.rt, head, new UwsDownstream(res, l.rt, head.method === 'HEAD'));
   }
 

@@ -63,6 +63,10 @@ let teValue = '';
 let clValue = '';
 let hostValue = '';
 let xff = '';
+/** The client's own X-Forwarded-Host / -Proto and Forwarded (kept only on a trusting listener). */
+let clientXfh = '';
+let clientXfp = '';
+let clientFwd = '';
 let connection = '';
 /** The authority of an absolute-form target (`http://host/path`), which replaces Host (RFC 9112 §3.2.2). */
 let targetAuthority = '';
@@ -90,6 +94,9 @@ export function beginHead(method: string, path: string, query: string, http10: b
   clValue = '';
   hostValue = '';
   xff = '';
+  clientXfh = '';
+  clientXfp = '';
+  clientFwd = '';
   connection = '';
   targetAuthority = '';
   head.headers = [];
@@ -133,12 +140,17 @@ export function addHeader(name: string, value: string): void {
     case 'x-request-id':
       if (REQUEST_ID.test(value)) head.requestId = value;
       return;
-    // Sluice writes its own: a node that reads the first of two values (Express's `req.hostname`
-    // and `req.protocol` do) must not take the client's word for the host or scheme. `Forwarded`
-    // (RFC 7239) carries the same claims and Sluice does not vouch for them either.
+    // Kept aside: Sluice writes its own (a node that reads the first of two values, as Express's
+    // `req.hostname` and `req.protocol` do, must not take the client's word for the host or
+    // scheme), unless the listener trusts what is in front of it (`trust_forwarded`).
     case 'x-forwarded-host':
+      if (clientXfh === '') clientXfh = value;
+      return;
     case 'x-forwarded-proto':
+      if (clientXfp === '') clientXfp = value;
+      return;
     case 'forwarded':
+      clientFwd = clientFwd === '' ? value : `${clientFwd}, ${value}`;
       return;
     case 'connection':
       connection = connection === '' ? value : `${connection}, ${value}`;
@@ -155,9 +167,11 @@ export function addHeader(name: string, value: string): void {
 /**
  * Ends the capture: checks framing and Host (RFC 9112 §6.1, §6.3, §3.2) and adds the forwarding
  * headers. `remoteAddress` is the client IP as text; `proto` the scheme the client used
- * (`x-forwarded-proto`). Returns the shared RequestHead; read it before the handler returns.
+ * (`x-forwarded-proto`); `trustForwarded` keeps the client's X-Forwarded-Host, X-Forwarded-Proto
+ * and Forwarded (a load balancer in front of Sluice set them). Returns the shared RequestHead;
+ * read it before the handler returns.
  */
-export function endHead(remoteAddress: string, proto = 'http'): RequestHead {
+export function endHead(remoteAddress: string, proto = 'http', trustForwarded = false): RequestHead {
   // HOT
   if (clCount > 1) head.framingError = 'more than one Content-Length header';
   else if (teCount > 1) head.framingError = 'more than one Transfer-Encoding header';
@@ -183,13 +197,14 @@ export function endHead(remoteAddress: string, proto = 'http'): RequestHead {
     const named = connectionTokens(connection);
     if (named !== null) removeNamed(head.headers, named);
   }
+  if (trustForwarded && clientFwd !== '') head.headers.push('forwarded', clientFwd);
   head.headers.push(
     'x-forwarded-for',
     xff === '' ? remoteAddress : `${xff}, ${remoteAddress}`,
     'x-forwarded-host',
-    host,
+    trustForwarded && clientXfh !== '' ? clientXfh : host,
     'x-forwarded-proto',
-    proto,
+    trustForwarded && clientXfp !== '' ? clientXfp : proto,
   );
   return head;
 }
@@ -198,14 +213,19 @@ export function endHead(remoteAddress: string, proto = 'http'): RequestHead {
  * Captures the head of a uWS request. `remoteAddress` is the client IP as text; `proto` the scheme
  * the client used. Returns the shared RequestHead; read it before the handler returns.
  */
-export function captureHead(req: HttpRequest, remoteAddress: string, proto = 'http'): RequestHead {
+export function captureHead(
+  req: HttpRequest,
+  remoteAddress: string,
+  proto = 'http',
+  trustForwarded = false,
+): RequestHead {
   // HOT
   // The uWS build in use returns undefined (not '') when the URL has no query string; it refuses
   // HTTP/1.0 itself, so every request it hands over is HTTP/1.1.
   const query = req.getQuery() as string | undefined;
   beginHead(req.getCaseSensitiveMethod(), req.getUrl(), query ?? '', false);
   req.forEach(addHeader);
-  return endHead(remoteAddress, proto);
+  return endHead(remoteAddress, proto, trustForwarded);
 }
 
 function hostWithoutPort(host: string): string {
