@@ -143,10 +143,12 @@ export class AdminServer {
     const method = req.method ?? 'GET';
     const read = method === 'GET' || method === 'HEAD';
     if (read && path === '/healthz') return send(res, 200, 'text/plain', 'ok\n');
+    // Readiness says one word: probes and compose health checks may ask it by any name.
+    const readiness = read && path === '/readyz';
     // Without a token, a page on another site whose name an attacker points at this address (DNS
     // rebinding) would read the config and drive reloads: such a listener answers only requests
     // addressed to an IP address or to localhost.
-    if (!this.auth.required && !addressedByIpOrLocalhost(req.headers.host))
+    if (!this.auth.required && !readiness && !addressedByIpOrLocalhost(req.headers.host))
       return errorJson(
         res,
         403,

@@ -520,8 +520,13 @@ export class Sluice {
     try {
       next = compilePlan(old.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
     } catch (e) {
+      // The certificates served before come back first, before anything awaits.
+      if (swapped.length > 0) {
+        const back = this.swapChanged(served);
+        if (typeof back === 'string')
+          this.log.error(`reload: the previous certificate could not be restored: ${back}`);
+      }
       for (const i of instances.values()) await i.close();
-      if (swapped.length > 0) this.swapChanged(served);
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
     this.plan = next;

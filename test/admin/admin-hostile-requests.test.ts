@@ -86,8 +86,9 @@ describe('admin listener without a token, against hostile requests', { timeout: 
       const ok = await adminRequest(t!, 'GET', '/admin/config', { host });
       assert.equal(ok.status, 200, host);
     }
-    // Liveness probes may use any name.
+    // Liveness and readiness probes may use any name.
     assert.equal((await adminRequest(t!, 'GET', '/healthz', { host: 'sluice-admin.svc' })).status, 200);
+    assert.equal((await adminRequest(t!, 'GET', '/readyz', { host: 'sluice-admin.svc' })).status, 200);
   });
 
   it('refuses a POST from another origin, and takes one from its own', async () => {
