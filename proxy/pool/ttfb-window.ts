@@ -1,14 +1,16 @@
 /**
  * The last N latency samples of one kind for a pool (head times of answers that are not streamed, or
  * times to first token of streams), for the hedging delay ("no first token by the pool's p95").
- * A ring buffer; the percentile is recomputed at each of the first `RECOMPUTE_EVERY` samples, then
- * every `RECOMPUTE_EVERY`, so reading it on the request path is a field load.
+ * A ring buffer; the percentile is recomputed at each of the first `YOUNG` samples, then every
+ * `RECOMPUTE_EVERY`, so reading it on the request path is a field load.
  *
  *   samples: [ s0 s1 s2 ... s255 ]   next ──> overwrites the oldest
  */
 
 const SIZE = 256;
 const RECOMPUTE_EVERY = 16;
+/** Samples up to which every one recomputes (a sort of at most this many values). */
+const YOUNG = 64;
 
 export class TtfbWindow {
   private readonly samples = new Float64Array(SIZE);
@@ -31,9 +33,9 @@ export class TtfbWindow {
     this.samples[this.next] = ms;
     this.next = (this.next + 1) % SIZE;
     this.count++;
-    // Every sample while the window is young (a hedge may start after `min_samples`, often fewer
-    // than RECOMPUTE_EVERY; the first sample alone must not stand for the pool until the 16th).
-    if (this.count <= RECOMPUTE_EVERY || this.count % RECOMPUTE_EVERY === 0) this.recompute();
+    // Every sample while the window is young (hedging starts after `min_samples`, 20 by default:
+    // the first samples alone must not stand for the pool until the next multiple of 16).
+    if (this.count <= YOUNG || this.count % RECOMPUTE_EVERY === 0) this.recompute();
   }
 
   /** The configured percentile of the window, ms; -1 with no samples. */
