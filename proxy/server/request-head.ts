@@ -63,6 +63,12 @@ let teValue = '';
 let clValue = '';
 let hostValue = '';
 let xff = '';
+/** Authorization fields seen: one at most (a second could be read by a node for another tenant). */
+let authCount = 0;
+let authValue = '';
+/** x-api-key fields seen, and the first one's value. */
+let apiKeyCount = 0;
+let apiKeyValue = '';
 /** The client's own X-Forwarded-Host / -Proto and Forwarded (kept only on a trusting listener). */
 let clientXfh = '';
 let clientXfp = '';
@@ -94,6 +100,10 @@ export function beginHead(method: string, path: string, query: string, http10: b
   clValue = '';
   hostValue = '';
   xff = '';
+  authCount = 0;
+  authValue = '';
+  apiKeyCount = 0;
+  apiKeyValue = '';
   clientXfh = '';
   clientXfp = '';
   clientFwd = '';
@@ -109,6 +119,12 @@ export function beginHead(method: string, path: string, query: string, http10: b
   head.method = method;
   head.path = path;
   head.url = query === '' ? path : `${path}?${query}`;
+}
+
+/** The key of an `Authorization: Bearer <key>` value, or null for another scheme. */
+function bearerKey(value: string): string | null {
+  const v = value.trim();
+  return v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer ' ? v.slice(7).trim() : null;
 }
 
 /** Takes the authority of an absolute-form request target; it stands for the Host. */
@@ -139,6 +155,14 @@ export function addHeader(name: string, value: string): void {
       return;
     case 'x-request-id':
       if (REQUEST_ID.test(value)) head.requestId = value;
+      return;
+    case 'authorization':
+      if (authCount++ === 0) authValue = value;
+      head.headers.push(name, value);
+      return;
+    case 'x-api-key':
+      if (apiKeyCount++ === 0) apiKeyValue = value;
+      head.headers.push(name, value);
       return;
     // Kept aside: Sluice writes its own (a node that reads the first of two values, as Express's
     // `req.hostname` and `req.protocol` do, must not take the client's word for the host or
@@ -184,6 +208,13 @@ export function endHead(remoteAddress: string, proto = 'http', trustForwarded = 
   else if (!HOST.test(hostValue)) head.framingError = 'Host is not host[:port]';
   else if (targetAuthority !== '' && !HOST.test(targetAuthority))
     head.framingError = "the request target's authority is not host[:port]";
+  // Sluice charges the first; a node reading the last would act for another tenant.
+  else if (authCount > 1) head.framingError = 'more than one Authorization header';
+  else if (apiKeyCount > 1) head.framingError = 'more than one x-api-key header';
+  else if (apiKeyCount === 1 && authCount === 1 && bearerKey(authValue) !== null) {
+    if (bearerKey(authValue) !== apiKeyValue.trim())
+      head.framingError = 'Authorization and x-api-key carry different keys';
+  }
   head.chunked = teCount === 1;
   head.contentLength = clCount === 1 ? Number(clValue) : -1;
   if (clCount === 1 && !CONTENT_LENGTH.test(clValue)) head.framingError = 'invalid Content-Length';

@@ -42,7 +42,7 @@ const NOT_FORWARDED = [
 ];
 
 /** Header names a hostile or sloppy client might send, plus random tokens. */
-const NAMES = [...NOT_FORWARDED, 'content-type', 'authorization', 'x-custom'];
+const NAMES = [...NOT_FORWARDED, 'content-type', 'authorization', 'x-api-key', 'x-custom'];
 
 const TOKEN = fc.stringMatching(/^[a-z0-9!#$%&'*+.^_`|~-]{1,20}$/);
 const name = fc.oneof(fc.constantFrom(...NAMES), TOKEN);
@@ -157,9 +157,24 @@ function expectedVerdict(c: HeadCase): 'refuse' | null | undefined {
   if (host.length === 0 && !c.http10) return 'refuse';
   for (const h of [...host, ...(c.authority === null ? [] : [c.authority])]) {
     if (INVALID_HOSTS.has(h)) return 'refuse';
-    if (!VALID_HOSTS.has(h)) return undefined;
+    if (!VALID_HOSTS.has(h)) return ambiguousKey(c) ? 'refuse' : undefined;
   }
-  return null;
+  return ambiguousKey(c) ? 'refuse' : null;
+}
+
+/**
+ * Credentials are one field (RFC 9110 §11.6.2): two Authorization or two x-api-key headers, or a
+ * Bearer key and an x-api-key that differ, leave the tenant ambiguous.
+ */
+function ambiguousKey(c: HeadCase): boolean {
+  const of = (n: string): string[] => c.fields.filter(([k]) => k === n).map(([, v]) => v);
+  const auth = of('authorization');
+  const key = of('x-api-key');
+  if (auth.length > 1 || key.length > 1) return true;
+  if (auth.length !== 1 || key.length !== 1) return false;
+  const v = auth[0]!.trim();
+  if (!(v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer ')) return false;
+  return v.slice(7).trim() !== key[0]!.trim();
 }
 
 describe('request head capture (property)', { timeout: FUZZ_TIMEOUT_MS }, () => {

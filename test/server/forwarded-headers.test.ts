@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ENGINES, withListenerKeys } from '../helpers/engines.js';
+import { RawConnection } from '../helpers/raw-http.js';
 import { startScriptedNode, type ScriptedNode } from '../helpers/scripted-node.js';
 import { basicConfig, chatRequest, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
@@ -66,5 +67,71 @@ describe('forwarding headers', { timeout: 30_000 }, () => {
         }
       });
     }
+  }
+});
+
+describe('two API keys in one request', { timeout: 30_000 }, () => {
+  let node: ScriptedNode | undefined;
+  let received = 0;
+  const started: TestSluice[] = [];
+
+  before(async () => {
+    node = await startScriptedNode((req, res) => {
+      received++;
+      req.resume();
+      req.on('end', () => res.end('{}'));
+    });
+  });
+
+  after(async () => {
+    for (const t of started) await t.close();
+    await node?.close();
+  });
+
+  for (const engine of ENGINES) {
+    it(`${engine.name} listener: are refused with 400 and reach no node, one key sent twice is served`, async () => {
+      const t = await startTestSluice(
+        withListenerKeys(basicConfig([node!.url]), { pipelining: engine.pipelining }),
+      );
+      started.push(t);
+      const before = received;
+      const conn = await RawConnection.open(t.url);
+      try {
+        await conn.write(
+          'GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nAuthorization: Bearer sk-a\r\n' +
+            'Authorization: Bearer sk-b\r\n\r\n',
+        );
+        const r = await conn.readResponse();
+        assert.equal(r.status, 400);
+        assert.match(r.body.toString(), /more than one Authorization header/);
+        for (const [pair, why] of [
+          ['x-api-key: sk-a\r\nx-api-key: sk-b', /more than one x-api-key header/],
+          ['Authorization: Bearer sk-a\r\nx-api-key: sk-b', /carry different keys/],
+        ] as const) {
+          const c = await RawConnection.open(t.url);
+          try {
+            await c.write(`GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\n${pair}\r\n\r\n`);
+            const a = await c.readResponse();
+            assert.equal(a.status, 400);
+            assert.match(a.body.toString(), why);
+          } finally {
+            c.destroy();
+          }
+        }
+        // The same key twice is no ambiguity.
+        const same = await RawConnection.open(t.url);
+        try {
+          await same.write(
+            'GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nAuthorization: Bearer sk-a\r\nx-api-key: sk-a\r\n\r\n',
+          );
+          assert.equal((await same.readResponse()).status, 200);
+        } finally {
+          same.destroy();
+        }
+        assert.equal(received - before, 1);
+      } finally {
+        conn.destroy();
+      }
+    });
   }
 });
