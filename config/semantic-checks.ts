@@ -4,6 +4,7 @@
  * the defaults-applied data even when the schema failed, so it reads every value defensively and
  * skips what the schema rejected.
  */
+import { isIP } from 'node:net';
 import { SharedKeyFinder, tenantKeysProblem } from '../proxy/tenant/tenant-table.js';
 import { MAX_RING_POINTS, ringPoints, ringTooLarge } from '../proxy/balance/hash-ring.js';
 import { formatConfigPath, type ConfigIssue, type ConfigPath } from './config-issue.js';
@@ -94,6 +95,37 @@ function checkAffinity(data: Json, issues: ConfigIssue[]): void {
       });
     }
   }
+}
+
+/**
+ * Why `address` cannot be an address to bind, or undefined: an IP literal, or something shaped
+ * like a host name (letters, digits, `-`, `_`, dots, an optional trailing dot). Whether a name
+ * resolves is found only when binding.
+ */
+function addressProblem(address: string): string | undefined {
+  if (isIP(address) !== 0) return undefined;
+  if (/^[\d.]+$/.test(address)) return 'is not a valid IPv4 address';
+  if (!/^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$/.test(address))
+    return 'is neither an IP address nor a host name';
+  return undefined;
+}
+
+/** Every address Sluice binds (listeners, admin, simulator) is an IP address or a host name. */
+function checkAddresses(data: Json, issues: ConfigIssue[]): void {
+  const check = (section: unknown, path: ConfigPath): void => {
+    if (!isRecord(section)) return;
+    const a = text(section, 'address');
+    const problem = a === undefined ? undefined : addressProblem(a);
+    if (problem !== undefined)
+      issues.push({
+        path: [...path, 'address'],
+        anchor: 'value',
+        message: `${JSON.stringify(a)} ${problem}`,
+      });
+  };
+  for (const [index, listener] of entries(data['listeners'])) check(listener, ['listeners', index]);
+  check(data['admin'], ['admin']);
+  check(data['simulator'], ['simulator']);
 }
 
 /** A pool balanced on a hash ring (consistent-hash, cache-aware) fits the ring's size limit. */
@@ -455,6 +487,7 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkRoutePools(data, issues);
   checkAffinity(data, issues);
   checkRingSize(data, issues);
+  checkAddresses(data, issues);
   const used = checkListenerPorts(data, view, issues);
   checkNodes(data, issues);
   checkConnections(data, issues);

@@ -45,6 +45,28 @@ void describe('routes and pools', () => {
     assert.equal(fits.pools[0]!.balance.points_per_weight, 1000);
   });
 
+  void it('rejects an address that is neither an IP address nor a host name', () => {
+    const errors = errorsOf(
+      yamlLines(
+        'listeners: [{name: public, address: 999.1.1.1, port: 8080}]',
+        'admin: {address: "not an address", port: 9901}',
+        ...POOLS,
+        'routes: [{name: all, pool: gpu}]',
+      ),
+    );
+    assert.deepEqual(placesOf(errors), ['1:37 listeners[0].address', '2:18 admin.address']);
+    assert.match(errors[0]!.message, /"999\.1\.1\.1" is not a valid IPv4 address/);
+    assert.match(errors[1]!.message, /is neither an IP address nor a host name/);
+    configOf(
+      yamlLines(
+        'listeners: [{name: public, address: "::1", port: 8080}, {name: b, address: my_svc, port: 8081}]',
+        'admin: {address: host.example., port: 9901}',
+        ...POOLS,
+        'routes: [{name: all, pool: gpu}]',
+      ),
+    );
+  });
+
   void it('rejects duplicate pool names at the second one', () => {
     const error = onlyErrorOf(
       yamlLines(
