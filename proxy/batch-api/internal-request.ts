@@ -76,8 +76,9 @@ export class InternalRequest implements Downstream, SessionHost {
     s.internal = true;
     s.tenantInfo = call.tenant;
     // Known before the route's plugins run (a plugin reads it: auth-jwt lets an item of a caller
-    // the batch API authenticated pass); authenticate() confirms it.
-    if (call.tenant !== null) s.tenant = call.tenant.name;
+    // the batch API authenticated by key pass; an anonymous caller's items are checked like any
+    // request); authenticate() confirms it.
+    if (call.tenant !== null && !call.tenant.anonymous) s.tenant = call.tenant.name;
     s.priorityClass = call.priorityClass;
     this.session = s;
     this.startMs = nowMs();
