@@ -74,7 +74,7 @@ interface TenantUse {
   weight: number;
   /** Last offer, admission or release, ms (monotonic). */
   seenMs: number;
-  /** Priority class of its last offer: the reserve is held for it only against its class or lower. */
+  /** Highest priority class of its offers within the window: the reserve is held for it only against that class or lower. */
   priority: number;
 }
 
@@ -499,8 +499,10 @@ export class AdmissionController {
       this.use.set(t.tenant, u);
     }
     u.weight = Number.isFinite(t.weight) && t.weight > 0 ? t.weight : 1;
+    // The highest class the tenant used within the window: its batch items (the lowest class)
+    // must not stop the reserve being held for its interactive traffic.
+    if (now - u.seenMs > this.reserveWindowMs || t.priority > u.priority) u.priority = t.priority;
     u.seenMs = now;
-    u.priority = t.priority;
     return u;
   }
 
