@@ -148,15 +148,9 @@ tenants:
   });
 });
 
-describe('auth-jwt behind the batch API without tenants', { timeout: 30_000 }, () => {
-  let fleet: SimFleet | null = null;
-  let t: TestSluice | null = null;
-  const now = (): number => Math.floor(Date.now() / 1000);
-
-  before(async () => {
-    process.env['SLUICE_TEST_JWT_SECRET'] = SECRET;
-    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
-    t = await startTestSluice(`${LOOPBACK_HEAD}plugins:
+/** One HS256 auth-jwt on the chat route, the batch API on, and `extra` (a tenants section) at the top. */
+function batchConfig(node: string, extra: string): string {
+  return `${LOOPBACK_HEAD}plugins:
   - name: jwt
     use: auth-jwt
     options:
@@ -166,14 +160,25 @@ describe('auth-jwt behind the batch API without tenants', { timeout: 30_000 }, (
 pools:
   - name: gpu
     nodes:
-      - url: ${fleet.urls[0]}
+      - url: ${node}
 routes:
   - name: chat
     match: { path: /v1/chat/completions }
     pool: gpu
     plugins: [jwt]
-batch_api: {}
-`);
+${extra}batch_api: {}
+`;
+}
+
+describe('auth-jwt behind the batch API without tenants', { timeout: 30_000 }, () => {
+  let fleet: SimFleet | null = null;
+  let t: TestSluice | null = null;
+  const now = (): number => Math.floor(Date.now() / 1000);
+
+  before(async () => {
+    process.env['SLUICE_TEST_JWT_SECRET'] = SECRET;
+    fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
+    t = await startTestSluice(batchConfig(fleet.urls[0]!, ''));
   });
 
   after(async () => {
@@ -238,27 +243,12 @@ describe('auth-jwt behind the batch API with tenants', { timeout: 30_000 }, () =
     process.env['SLUICE_TEST_JWT_SECRET'] = SECRET;
     process.env['SLUICE_TEST_JWT_BATCH_KEY'] = KEY;
     fleet = await startSimFleet({ nodes: 1, port: 0, profile: 'fast' });
-    t = await startTestSluice(`${LOOPBACK_HEAD}plugins:
-  - name: jwt
-    use: auth-jwt
-    options:
-      audience: sluice
-      keys:
-        - { alg: HS256, kid: hs1, secret_env: SLUICE_TEST_JWT_SECRET }
-pools:
-  - name: gpu
-    nodes:
-      - url: ${fleet.urls[0]}
-routes:
-  - name: chat
-    match: { path: /v1/chat/completions }
-    pool: gpu
-    plugins: [jwt]
-tenants:
-  - name: acme
-    keys: [{ env: SLUICE_TEST_JWT_BATCH_KEY }]
-batch_api: {}
-`);
+    t = await startTestSluice(
+      batchConfig(
+        fleet.urls[0]!,
+        'tenants:\n  - name: acme\n    keys: [{ env: SLUICE_TEST_JWT_BATCH_KEY }]\n',
+      ),
+    );
   });
 
   after(async () => {
