@@ -7,6 +7,7 @@
  */
 import type { HttpRequest } from 'uWebSockets.js';
 import { REQUEST_NOT_FORWARDED, connectionTokens, removeNamed } from '../lifecycle/headers.js';
+import { bearerKey } from '../tenant/api-key.js';
 
 /**
  * The captured head. One instance is reused for every request: capture runs synchronously, and
@@ -121,12 +122,6 @@ export function beginHead(method: string, path: string, query: string, http10: b
   head.url = query === '' ? path : `${path}?${query}`;
 }
 
-/** The key of an `Authorization: Bearer <key>` value, or null for another scheme. */
-function bearerKey(value: string): string | null {
-  const v = value.trim();
-  return v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer ' ? v.slice(7).trim() : null;
-}
-
 /** Takes the authority of an absolute-form request target; it stands for the Host. */
 export function useTargetAuthority(authority: string): void {
   targetAuthority = authority;
@@ -211,8 +206,9 @@ export function endHead(remoteAddress: string, proto = 'http', trustForwarded = 
   // Sluice charges the first; a node reading the last would act for another tenant.
   else if (authCount > 1) head.framingError = 'more than one Authorization header';
   else if (apiKeyCount > 1) head.framingError = 'more than one x-api-key header';
-  else if (apiKeyCount === 1 && authCount === 1 && bearerKey(authValue) !== null) {
-    if (bearerKey(authValue) !== apiKeyValue.trim())
+  else if (apiKeyCount === 1 && authCount === 1) {
+    const bearer = bearerKey(authValue);
+    if (bearer !== undefined && bearer !== apiKeyValue.trim())
       head.framingError = 'Authorization and x-api-key carry different keys';
   }
   head.chunked = teCount === 1;

@@ -25,15 +25,25 @@ export function extractApiKey(source: HeaderSource): string | undefined {
   // HOT
   const auth = source.header('authorization');
   if (auth !== undefined) {
-    const value = auth.trim();
-    if (value.length > BEARER.length && value.slice(0, BEARER.length).toLowerCase() === BEARER) {
-      const key = value.slice(BEARER.length).trim();
-      if (key.length > 0) return key;
-    }
+    const key = bearerKey(auth);
+    if (key !== undefined) return key;
   }
   const header = source.header('x-api-key');
   if (header === undefined) return undefined;
   const key = header.trim();
+  return key.length > 0 ? key : undefined;
+}
+
+/**
+ * The key of an `Authorization` value `Bearer <key>` (scheme case-insensitive, surrounding spaces
+ * ignored), or undefined for another scheme or an empty key.
+ */
+export function bearerKey(authorization: string): string | undefined {
+  // HOT
+  const value = authorization.trim();
+  if (value.length <= BEARER.length || value.slice(0, BEARER.length).toLowerCase() !== BEARER)
+    return undefined;
+  const key = value.slice(BEARER.length).trim();
   return key.length > 0 ? key : undefined;
 }
 
