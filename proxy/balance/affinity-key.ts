@@ -5,7 +5,7 @@
  */
 import type { AffinityConfig } from '../../config/types.js';
 import { walkPromptText, type PromptSink } from './prompt-text.js';
-import { stableHashHex } from './stable-hash.js';
+import { hex8, StableHashStream } from './stable-hash.js';
 
 /** What an extractor may read from a request. The Session implements it. */
 export interface AffinitySource {
@@ -76,10 +76,14 @@ export function createAffinityExtractor(cfg: AffinityConfig): AffinityExtractor 
       };
     case 'prefix': {
       const chars = Number.isInteger(cfg.chars) && cfg.chars > 0 ? cfg.chars : DEFAULT_PREFIX_CHARS;
+      // One sink per extractor, reset per request: the prefix is hashed as it is walked, never
+      // built (the key is `stableHashHex(promptPrefix(body, chars))`).
+      const sink = new PrefixHashSink(chars);
       return (src) => {
         try {
-          const text = promptPrefix(src.json(), chars);
-          return text === '' ? null : stableHashHex(text);
+          sink.reset();
+          walkPromptText(src.json(), sink);
+          return sink.key();
         } catch {
           // A source that throws on an odd body (or a getter-laden object) means no key, not a 500.
           return null;
@@ -122,6 +126,37 @@ export function promptPrefix(body: unknown, chars: number): string {
   const acc = new PrefixBuilder(chars);
   walkPromptText(body, acc);
   return acc.text();
+}
+
+/** Hashes text up to a character limit, as `PrefixBuilder` would collect it. */
+class PrefixHashSink implements PromptSink {
+  private readonly hash = new StableHashStream();
+  /** Characters hashed so far. */
+  private length = 0;
+  constructor(private readonly limit: number) {}
+
+  reset(): void {
+    this.hash.reset();
+    this.length = 0;
+  }
+
+  full(): boolean {
+    return this.length >= this.limit;
+  }
+
+  add(s: string): void {
+    if (this.length >= this.limit || s === '') return;
+    const n = Math.min(s.length, this.limit - this.length);
+    this.hash.add(s, n);
+    this.length += n;
+  }
+
+  lastMessage(): void {}
+
+  /** 8 hex digits of the hash, or null when no text was fed. */
+  key(): string | null {
+    return this.length === 0 ? null : hex8(this.hash.hash32());
+  }
 }
 
 /** Collects text up to a character limit. */

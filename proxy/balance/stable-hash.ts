@@ -30,37 +30,99 @@ export function fnv1a32(s: string): number {
  */
 function fnv1a(s: string): number {
   // HOT
-  let h = FNV_OFFSET | 0;
-  const n = s.length;
-  for (let i = 0; i < n; i++) {
-    let c = s.charCodeAt(i);
+  return fnvRange(FNV_OFFSET | 0, s, 0, s.length);
+}
+
+/**
+ * Feeds the UTF-8 encoding of `s[start, end)` into the FNV-1a state `h`. A surrogate pair inside
+ * the range is one code point; a lone surrogate (including a high one that ends the range) is
+ * U+FFFD.
+ */
+function fnvRange(h: number, s: string, start: number, end: number): number {
+  // HOT
+  for (let i = start; i < end; i++) {
+    const c = s.charCodeAt(i);
     if (c < 0x80) {
       h = fnvByte(h, c);
       continue;
     }
-    if (c < 0x800) {
-      h = fnvByte(h, 0xc0 | (c >> 6));
-      h = fnvByte(h, 0x80 | (c & 0x3f));
-      continue;
-    }
-    if (c >= 0xd800 && c <= 0xdfff) {
-      const next = i + 1 < n ? s.charCodeAt(i + 1) : 0;
-      if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
-        const cp = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < end) {
+      const next = s.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
         i++;
-        h = fnvByte(h, 0xf0 | (cp >> 18));
-        h = fnvByte(h, 0x80 | ((cp >> 12) & 0x3f));
-        h = fnvByte(h, 0x80 | ((cp >> 6) & 0x3f));
-        h = fnvByte(h, 0x80 | (cp & 0x3f));
+        h = fnvCodePoint(h, 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00));
         continue;
       }
-      c = 0xfffd;
     }
-    h = fnvByte(h, 0xe0 | (c >> 12));
-    h = fnvByte(h, 0x80 | ((c >> 6) & 0x3f));
-    h = fnvByte(h, 0x80 | (c & 0x3f));
+    h = fnvCodePoint(h, c >= 0xd800 && c <= 0xdfff ? 0xfffd : c);
   }
   return h;
+}
+
+/** Feeds the UTF-8 encoding of code point `cp` (at least U+0080) into `h`. */
+function fnvCodePoint(h: number, cp: number): number {
+  if (cp < 0x800) {
+    h = fnvByte(h, 0xc0 | (cp >> 6));
+    return fnvByte(h, 0x80 | (cp & 0x3f));
+  }
+  if (cp < 0x10000) {
+    h = fnvByte(h, 0xe0 | (cp >> 12));
+    h = fnvByte(h, 0x80 | ((cp >> 6) & 0x3f));
+    return fnvByte(h, 0x80 | (cp & 0x3f));
+  }
+  h = fnvByte(h, 0xf0 | (cp >> 18));
+  h = fnvByte(h, 0x80 | ((cp >> 12) & 0x3f));
+  h = fnvByte(h, 0x80 | ((cp >> 6) & 0x3f));
+  return fnvByte(h, 0x80 | (cp & 0x3f));
+}
+
+/**
+ * `stableHash32` of text that arrives in pieces, without joining them: after `add(a)`, `add(b)`,
+ * `hash32()` equals `stableHash32(a + b)`, a surrogate pair split between two pieces included.
+ * Reusable: `reset()` starts the next text. Allocates nothing.
+ */
+export class StableHashStream {
+  private h = FNV_OFFSET | 0;
+  /** A high surrogate that ended the last piece and waits for its low half; 0 for none. */
+  private high = 0;
+
+  reset(): void {
+    this.h = FNV_OFFSET | 0;
+    this.high = 0;
+  }
+
+  /** Feeds `s[0, end)`. */
+  add(s: string, end: number = s.length): void {
+    // HOT
+    if (end <= 0) return;
+    let h = this.h;
+    let start = 0;
+    if (this.high !== 0) {
+      const c = s.charCodeAt(0);
+      if (c >= 0xdc00 && c <= 0xdfff) {
+        h = fnvCodePoint(h, 0x10000 + ((this.high - 0xd800) << 10) + (c - 0xdc00));
+        start = 1;
+      } else {
+        h = fnvCodePoint(h, 0xfffd);
+      }
+      this.high = 0;
+    }
+    const last = s.charCodeAt(end - 1);
+    // A high surrogate at the end may pair with the next piece's first character: held back.
+    if (end > start && last >= 0xd800 && last <= 0xdbff) {
+      h = fnvRange(h, s, start, end - 1);
+      this.high = last;
+    } else {
+      h = fnvRange(h, s, start, end);
+    }
+    this.h = h;
+  }
+
+  /** The hash of everything fed since the last reset (a pending high surrogate counts as U+FFFD). */
+  hash32(): number {
+    const h = this.high === 0 ? this.h : fnvCodePoint(this.h, 0xfffd);
+    return mix(h) >>> 0;
+  }
 }
 
 /**
@@ -102,5 +164,10 @@ export function stableHash26(s: string): number {
 
 /** `stableHash32(s)` as 8 lowercase hex digits: a short, stable stand-in for a long string. */
 export function stableHashHex(s: string): string {
-  return stableHash32(s).toString(16).padStart(8, '0');
+  return hex8(stableHash32(s));
+}
+
+/** An unsigned 32-bit integer as 8 lowercase hex digits. */
+export function hex8(n: number): string {
+  return n.toString(16).padStart(8, '0');
 }

@@ -9,6 +9,7 @@ import {
   promptPrefix,
   type AffinitySource,
 } from '../../proxy/balance/affinity-key.js';
+import { stableHashHex } from '../../proxy/balance/stable-hash.js';
 
 /** A source over plain data; header names are stored lower-case, as the session captures them. */
 function source(opts: {
@@ -122,6 +123,28 @@ describe('affinity key: prompt prefix', () => {
     const a = long(source({ body: chat(system, 'How do I reset my password?') }));
     const b = long(source({ body: chat(system, 'Where is my order?') }));
     assert.notEqual(a, b);
+  });
+
+  it('is the stable hash of the prefix text, the text never built (surrogate pairs cut at the limit too)', () => {
+    const texts = ['plain', 'é€日本', '🚀🚀🚀 rocket', 'x'.repeat(70), 'a\ud83d', '\ude80b', ''];
+    let seed = 99;
+    const next = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0);
+    for (let round = 0; round < 500; round++) {
+      const chars = 1 + (next() % 80);
+      const pick = (): string => texts[next() % texts.length]!;
+      const content =
+        next() % 2 === 0 ? pick() : [{ type: 'text', text: pick() }, { type: 'image_url' }, pick()];
+      const body = {
+        system: next() % 4 === 0 ? pick() : undefined,
+        messages: [
+          { role: 'system', content: pick() },
+          { role: 'user', content },
+        ],
+      };
+      const text = promptPrefix(body, chars);
+      const key = createAffinityExtractor({ source: 'prefix', chars })(source({ body }));
+      assert.equal(key, text === '' ? null : stableHashHex(text), JSON.stringify({ body, chars }));
+    }
   });
 
   it('includes role names', () => {

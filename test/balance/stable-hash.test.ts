@@ -10,6 +10,7 @@ import {
   stableHash26,
   stableHash32,
   stableHashHex,
+  StableHashStream,
 } from '../../proxy/balance/stable-hash.js';
 
 /** FNV-1a over bytes, the textbook way. */
@@ -54,6 +55,35 @@ describe('stable hash', () => {
         assert.equal(fnv1a32(s), fnvBytes(Buffer.from(s, 'utf8')), JSON.stringify(s));
       }
     }
+  });
+
+  it('hashes text fed in pieces as the pieces joined, wherever they split, surrogate pairs included', () => {
+    const alphabet = ['a', ' ', 'é', '€', '日', '🚀', '\ud800', '\udc00', '\udbff', '\udfff'];
+    let seed = 777;
+    const next = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0);
+    const stream = new StableHashStream();
+    for (let round = 0; round < 3000; round++) {
+      const pieces: string[] = [];
+      const count = next() % 5;
+      for (let p = 0; p < count; p++) {
+        let piece = '';
+        const len = next() % 6;
+        while (piece.length < len) piece += alphabet[next() % alphabet.length]!;
+        pieces.push(piece);
+      }
+      // Each piece may be fed only up to a cut, as the prefix key cuts its last piece.
+      const cuts = pieces.map((p) => (next() % 3 === 0 ? next() % (p.length + 1) : p.length));
+      stream.reset();
+      for (let p = 0; p < pieces.length; p++) stream.add(pieces[p]!, cuts[p]);
+      const joined = pieces.map((p, i) => p.slice(0, cuts[i])).join('');
+      assert.equal(stream.hash32(), stableHash32(joined), JSON.stringify({ pieces, cuts }));
+    }
+    // A pair split across two pieces is one code point, as in the joined text.
+    stream.reset();
+    stream.add('x\ud83d');
+    stream.add('\ude80y');
+    assert.equal(stream.hash32(), stableHash32('x🚀y'));
+    assert.notEqual(stream.hash32(), stableHash32('x\ufffd\ufffdy'));
   });
 
   it('mixes so that neighbouring inputs land far apart', () => {
