@@ -41,10 +41,19 @@ export function extractApiKey(source: HeaderSource): string | undefined {
 export function bearerKey(authorization: string): string | undefined {
   // HOT
   const value = authorization.trim();
-  if (value.length <= BEARER.length || value.slice(0, BEARER.length).toLowerCase() !== BEARER)
-    return undefined;
+  if (value.length <= BEARER.length || !startsWithBearer(value)) return undefined;
   const key = value.slice(BEARER.length).trim();
   return key.length > 0 ? key : undefined;
+}
+
+/** `value` starts with `bearer ` in any letter case (compared in place: no lower-cased copy). */
+function startsWithBearer(value: string): boolean {
+  for (let i = 0; i < BEARER.length; i++) {
+    const c = value.charCodeAt(i);
+    // ASCII letters fold to lower case with 0x20; the space must be a space.
+    if ((c >= 0x41 && c <= 0x5a ? c | 0x20 : c) !== BEARER.charCodeAt(i)) return false;
+  }
+  return true;
 }
 
 /**

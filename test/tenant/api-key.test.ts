@@ -17,6 +17,17 @@ describe('api key extraction', () => {
     assert.equal(extractApiKey(headers({ authorization: 'Bearer sk-1' })), 'sk-1');
     assert.equal(extractApiKey(headers({ authorization: 'bearer sk-2' })), 'sk-2');
     assert.equal(extractApiKey(headers({ authorization: '  BEARER   sk-3  ' })), 'sk-3');
+    assert.equal(extractApiKey(headers({ authorization: 'BeArEr sk-6' })), 'sk-6');
+    // The scheme is the word and one space: a tab, another word or a letter outside ASCII is not it.
+    for (const value of [
+      'Bearer\tsk-7',
+      'Bearerx sk-8',
+      'Bearez sk-9',
+      'Be\u0430rer sk-10',
+      '@earer sk-11',
+    ]) {
+      assert.equal(extractApiKey(headers({ authorization: value })), undefined, value);
+    }
   });
 
   it('reads x-api-key when there is no Authorization header', () => {
