@@ -409,6 +409,17 @@ function checkRouteMatches(data: Json, issues: ConfigIssue[]): void {
         message: 'give either path (exact) or path_prefix, not both',
       });
     }
+    // A micro-batch call goes to one path: without an exact match path, requests to other paths
+    // would be answered by that endpoint.
+    const batching = route['batching'];
+    if (isRecord(batching) && !('upstream_path' in batching) && !(isRecord(match) && 'path' in match)) {
+      issues.push({
+        path: ['routes', index, 'batching'],
+        anchor: 'key',
+        message:
+          'a batching route needs match.path (an exact path) or batching.upstream_path: every micro-batch call goes to that one path',
+      });
+    }
   }
 }
 

@@ -29,4 +29,20 @@ export class MicroBatcherStats {
   failedItems = 0;
   /** Sinks that threw (a caller bug; the item still counts as resolved). */
   sinkErrors = 0;
+
+  /** Adds `other`'s counters to these (a route's batchers, one per pool, reported as one). */
+  add(other: MicroBatcherStats): void {
+    this.items += other.items;
+    this.batches += other.batches;
+    this.idlePassThrough += other.idlePassThrough;
+    this.deduplicated += other.deduplicated;
+    this.sizeCloses += other.sizeCloses;
+    this.timeCloses += other.timeCloses;
+    this.upstreamCalls += other.upstreamCalls;
+    this.fallbacks += other.fallbacks;
+    this.retries += other.retries;
+    this.rejected += other.rejected;
+    this.failedItems += other.failedItems;
+    this.sinkErrors += other.sinkErrors;
+  }
 }

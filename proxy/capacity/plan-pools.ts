@@ -17,15 +17,18 @@ export function capacityPoolsOf(plan: Plan): readonly CapacityPoolSource[] {
   if (pools !== undefined) return pools;
   const batchers = new Map<string, CapacityBatcher[]>();
   for (const route of plan.routes.routes) {
-    if (route.batcher === null) continue;
+    if (route.batchers === null) continue;
     const rc = plan.config.routes.find((r) => r.name === route.name);
     const b = rc?.batching;
-    // A batching route sends every call to its pool, or to the first pool of its split.
-    const pool = rc?.pool ?? rc?.split?.[0]?.pool;
-    if (b === undefined || pool === undefined) continue;
-    let list = batchers.get(pool);
-    if (list === undefined) batchers.set(pool, (list = []));
-    list.push({ stats: route.batcher.stats, mode: b.mode, maxConcurrentPerNode: b.max_concurrent_per_node });
+    if (b === undefined) continue;
+    // A batching route has a batcher per pool its requests are given (calls that fall back to
+    // another pool count as the given pool's).
+    for (const pb of route.batchers) {
+      const pool = pb.pool.name;
+      let list = batchers.get(pool);
+      if (list === undefined) batchers.set(pool, (list = []));
+      list.push({ stats: pb.batcher.stats, mode: b.mode, maxConcurrentPerNode: b.max_concurrent_per_node });
+    }
   }
   pools = plan.config.pools.flatMap((config) => {
     const pool = plan.pools.get(config.name);

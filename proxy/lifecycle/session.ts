@@ -459,7 +459,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     state.retryBudget.deposit();
     state.hedgeBudget?.deposit();
     if (route.deadlines !== null) route.deadlines.add(this, nowMs());
-    const batcher = route.batcher;
+    // Requests without a body to combine (GET /v1/models on a batching route) go alone, as sent.
+    const batcher = this.method === 'POST' ? route.batcherFor(this.pool!) : null;
     if (batcher !== null) {
       const body = this.json();
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {

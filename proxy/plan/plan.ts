@@ -3,7 +3,13 @@
  * Requests take a reference to the plan current when they arrive and finish on it; a reload swaps
  * in a new plan and retires the old one, whose nodes are released once its last request is done.
  */
-import type { PoolConfig, RouteConfig, SluiceConfig } from '../../config/types.js';
+import type {
+  BatchingConfig,
+  PoolConfig,
+  RouteConfig,
+  SluiceConfig,
+  TimeoutsConfig,
+} from '../../config/types.js';
 import { createAffinityExtractor } from '../balance/affinity-key.js';
 import type { BalancePolicyFactory, PoolMember } from '../balance/balance-policy.js';
 import { createCacheAware, DEFAULT_HOME_TOKENS } from '../balance/cache-aware.js';
@@ -19,7 +25,7 @@ import { Pool } from '../pool/pool.js';
 import type { PoolState } from '../pool/pool-state.js';
 import { PoolChoice } from '../route/pool-choice.js';
 import { createRouteBatcher } from '../route/route-batching.js';
-import { RetryOn, Route, RouteTable, type ResolvedRetries } from '../route/route-table.js';
+import { RetryOn, Route, RouteTable, type PoolBatcher, type ResolvedRetries } from '../route/route-table.js';
 import type { Logger } from '../runtime/logger.js';
 import type { NodeRegistry } from '../upstream/node-registry.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
@@ -125,7 +131,7 @@ export class Plan {
     // Batchers first: close() drains what they hold (nothing, once no request holds the plan);
     // the nodes' pools close gracefully after their last call.
     for (const r of this.routes.routes) {
-      if (r.batcher !== null) void r.batcher.close();
+      for (const b of r.batchers ?? []) void b.batcher.close();
       r.deadlines?.close();
       r.ttfbDeadlines?.close();
       r.idleDeadlines?.close();
@@ -256,6 +262,7 @@ export function compilePlan(
             rc.sticky_header ?? null,
             rc.sticky_header === undefined ? null : ctx.runtime.stickyTable(rc.name),
           );
+    const fallback = rc.fallback.map(poolOf);
     // A split route takes its timeouts from its first pool.
     const timeoutPool = rc.pool ?? rc.split?.[0]?.pool ?? '';
     const pc = config.pools.find((p) => p.name === timeoutPool);
@@ -265,7 +272,7 @@ export function compilePlan(
       {
         pool: single,
         split,
-        fallback: rc.fallback.map(poolOf),
+        fallback,
         mirror:
           rc.mirror === undefined
             ? null
@@ -277,15 +284,18 @@ export function compilePlan(
         retries: resolveRetries(rc),
         routeHeader: rc.route_header,
         plugins: plugins.size === 0 ? null : compileRouteChains(config.listeners, rc.plugins, plugins),
-        batcher:
+        batchers:
           rc.batching === undefined
             ? null
-            : createRouteBatcher(
-                rc.name,
+            : routeBatchers(
+                rc,
                 rc.batching,
-                rc.batching.upstream_path ?? rc.match.path ?? '/v1/embeddings',
-                single ?? poolOf(rc.split![0]!.pool),
-                pc.timeouts,
+                single === null ? rc.split!.map((e) => poolOf(e.pool)) : [single],
+                fallback,
+                {
+                  ...pc.timeouts,
+                  ...rc.timeouts,
+                },
               ),
       },
       pc.timeouts,
@@ -301,6 +311,25 @@ export function compilePlan(
   }
   resolveSeries(plan, ctx.stats);
   return plan;
+}
+
+/**
+ * A batching route's micro-batchers: one per pool its requests may be given (each split pool), each
+ * falling back through the route's fallback pools, all under the route's timeouts.
+ */
+function routeBatchers(
+  rc: RouteConfig,
+  batching: BatchingConfig,
+  pools: readonly Pool[],
+  fallback: readonly Pool[],
+  timeouts: TimeoutsConfig,
+): PoolBatcher[] {
+  const path = batching.upstream_path ?? rc.match.path!;
+  const distinct = [...new Set(pools)];
+  return distinct.map((pool) => ({
+    pool,
+    batcher: createRouteBatcher(rc.name, batching, path, pool, fallback, timeouts),
+  }));
 }
 
 /**

@@ -14,12 +14,17 @@ import type { Pool } from '../pool/pool.js';
 import { NodeBatchTransport } from '../upstream/buffered-call.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 
-/** Picks the node of each batch call with the pool's own policy. */
+/**
+ * Picks the node of each batch call with the pool's own policy; when the pool has no eligible node,
+ * the route's fallback pools in order, as a request's attempt does.
+ */
 class PoolBatchPicker implements BatchNodePicker {
-  private readonly pool: Pool;
+  /** The pool, then the route's fallback pools. */
+  private readonly pools: readonly Pool[];
   private readonly path: string;
   private readonly timeouts: TimeoutsConfig;
-  private readonly transports = new Map<UpstreamNode, NodeBatchTransport>();
+  /** One transport per pool and node (a node in two pools gets each pool's headers). */
+  private readonly transports: Map<UpstreamNode, NodeBatchTransport>[];
   /** Reused pick request: batch calls carry no affinity key. */
   private readonly request: PickRequest = {
     affinityKey: null,
@@ -32,48 +37,58 @@ class PoolBatchPicker implements BatchNodePicker {
     stallMs: -1,
   };
 
-  constructor(pool: Pool, path: string, timeouts: TimeoutsConfig) {
-    this.pool = pool;
+  constructor(pools: readonly Pool[], path: string, timeouts: TimeoutsConfig) {
+    this.pools = pools;
     this.path = path;
     this.timeouts = timeouts;
+    this.transports = pools.map(() => new Map<UpstreamNode, NodeBatchTransport>());
   }
 
   pick(): BatchTransport | null {
-    const node = this.pool.pick(this.request, NO_NODES);
-    if (node === null) return null;
-    let t = this.transports.get(node);
-    if (t === undefined) {
-      const to = this.timeouts;
-      const pool = this.pool;
-      t = new NodeBatchTransport(
-        node,
-        this.path,
-        pool.state,
-        to.ttfb_ms,
-        to.idle_ms,
-        to.total_ms,
-        pool.requestHeaders,
-      );
-      this.transports.set(node, t);
+    for (let i = 0; i < this.pools.length; i++) {
+      const pool = this.pools[i]!;
+      const node = pool.pick(this.request, NO_NODES);
+      if (node === null) continue;
+      if (i > 0) pool.state.fellBack++;
+      const byNode = this.transports[i]!;
+      let t = byNode.get(node);
+      if (t === undefined) {
+        const to = this.timeouts;
+        t = new NodeBatchTransport(
+          node,
+          this.path,
+          pool.state,
+          to.ttfb_ms,
+          to.idle_ms,
+          to.total_ms,
+          pool.requestHeaders,
+        );
+        byNode.set(node, t);
+      }
+      return t;
     }
-    return t;
+    return null;
   }
 }
 
-/** Builds the micro-batcher of a route that sends to `pool`. */
+/**
+ * Builds the micro-batcher of a route's requests given `pool`: its calls go to `pool`, or to the
+ * first of `fallback` with an eligible node, under the route's `timeouts`.
+ */
 export function createRouteBatcher(
   route: string,
   config: BatchingConfig,
   path: string,
   pool: Pool,
+  fallback: readonly Pool[],
   timeouts: TimeoutsConfig,
 ): MicroBatcher {
-  const members = pool.members;
+  const chain = [pool, ...fallback];
   return createMicroBatcher({
     route,
     mode: config.mode,
     codec: config.mode === 'native' ? openAiEmbeddingsCodec : jsonItemCodec,
-    upstream: new PoolBatchPicker(pool, path, timeouts),
+    upstream: new PoolBatchPicker(chain, path, timeouts),
     maxBatchSize: config.max_batch_size,
     maxWaitMs: config.max_wait_ms,
     targetLatencyMs: config.target_latency_ms,
@@ -87,11 +102,19 @@ export function createRouteBatcher(
       state.retries++;
       return true;
     },
-    // HOT: asked per item; a free node means nothing should wait for a window.
+    // HOT: asked per item; a free node means nothing should wait for a window. The pool's calls
+    // go to the first pool of the chain with an eligible node, so that pool's nodes decide.
     idle: () => {
-      for (let i = 0; i < members.length; i++) {
-        const n = members[i]!.node;
-        if (n.inFlight === 0 && eligible(n)) return true;
+      for (let p = 0; p < chain.length; p++) {
+        const members = chain[p]!.members;
+        let any = false;
+        for (let i = 0; i < members.length; i++) {
+          const n = members[i]!.node;
+          if (!eligible(n)) continue;
+          if (n.inFlight === 0) return true;
+          any = true;
+        }
+        if (any) return false;
       }
       return false;
     },

@@ -51,8 +51,11 @@ export interface RouteTargets {
   mirror: ResolvedMirror | null;
   retries: ResolvedRetries;
   routeHeader: boolean;
-  /** The route's micro-batcher, or null when requests go upstream one by one. */
-  batcher: MicroBatcher | null;
+  /**
+   * The route's micro-batchers, one per pool a request may be sent to (its pool, or each pool of
+   * its split), or null when requests go upstream one by one.
+   */
+  batchers: readonly PoolBatcher[] | null;
   /** Plugin chains by listener index; null when no plugin applies to the route. Default null. */
   plugins?: readonly (PluginChain | null)[] | null;
 }
@@ -63,6 +66,12 @@ export interface ResolvedTimeouts {
   ttfbMs: number;
   idleMs: number;
   totalMs: number;
+}
+
+/** The micro-batcher of a route's requests that were given `pool`. */
+export interface PoolBatcher {
+  readonly pool: Pool;
+  readonly batcher: MicroBatcher;
 }
 
 export class Route {
@@ -78,8 +87,8 @@ export class Route {
   readonly routeHeader: boolean;
   /** Requests without an API key are served as the anonymous tenant. */
   readonly allowAnonymous: boolean;
-  /** Micro-batcher of the route, or null. */
-  readonly batcher: MicroBatcher | null;
+  /** Micro-batchers of the route by the pool a request was given, or null. */
+  readonly batchers: readonly PoolBatcher[] | null;
   /** Plugin chains by listener index, or null when no plugin applies (one check per request). */
   readonly plugins: readonly (PluginChain | null)[] | null;
   readonly timeouts: ResolvedTimeouts;
@@ -114,7 +123,7 @@ export class Route {
     this.retries = targets.retries;
     this.routeHeader = targets.routeHeader;
     this.allowAnonymous = config.allow_anonymous;
-    this.batcher = targets.batcher;
+    this.batchers = targets.batchers;
     this.plugins = targets.plugins ?? null;
     this.stats = stats;
     const t = { ...poolTimeouts, ...config.timeouts };
@@ -130,6 +139,15 @@ export class Route {
     const h = m.headers ? Object.entries(m.headers).flatMap(([k, v]) => [k.toLowerCase(), v]) : [];
     this.headers = h.length > 0 ? h : null;
     this.models = m.models && m.models.length > 0 ? new Set(m.models) : null;
+  }
+
+  /** The micro-batcher for requests given `pool`, or null when the route does not batch. */
+  batcherFor(pool: Pool): MicroBatcher | null {
+    // HOT
+    const list = this.batchers;
+    if (list === null) return null;
+    for (let i = 0; i < list.length; i++) if (list[i]!.pool === pool) return list[i]!.batcher;
+    return null;
   }
 
   /** True when the route has a `path` or `path_prefix` condition. */

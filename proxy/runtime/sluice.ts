@@ -22,7 +22,7 @@ import { CapacityMonitor } from '../capacity/capacity-monitor.js';
 import { capacityView } from '../capacity/capacity-view.js';
 import { capacityPoolsOf } from '../capacity/plan-pools.js';
 import { renderPrometheus } from '../metrics/prometheus.js';
-import type { MicroBatcherStats } from '../batch/batch-stats.js';
+import { MicroBatcherStats } from '../batch/batch-stats.js';
 import { StatsRegistry } from '../metrics/stats.js';
 import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
 import { RuntimeState } from '../plan/runtime-state.js';
@@ -250,9 +250,15 @@ export class Sluice {
           pools: this.runtime.pools.values(),
           limiter: this.runtime.limiter?.counters ?? null,
           limiterLoad: this.runtime.limiter,
-          batchers: this.plan.routes.routes.flatMap((r) =>
-            r.batcher === null ? [] : [[r.name, r.batcher.stats] as [string, MicroBatcherStats]],
-          ),
+          batchers: this.plan.routes.routes.flatMap((r) => {
+            if (r.batchers === null) return [];
+            if (r.batchers.length === 1)
+              return [[r.name, r.batchers[0]!.batcher.stats] as [string, MicroBatcherStats]];
+            // A split route has a batcher per pool: reported as the route's one.
+            const sum = new MicroBatcherStats();
+            for (const b of r.batchers) sum.add(b.batcher.stats);
+            return [[r.name, sum] as [string, MicroBatcherStats]];
+          }),
           configVersion: this.plan.version,
           draining: this.server?.draining ?? false,
           overload: this.overload,
