@@ -1014,14 +1014,35 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** The client disconnected: abort upstream attempts and release everything. */
   onDownstreamAborted(): void {
     if (this.finished) return;
+    // A client that leaves while still sending its body has no route yet (routing reads the body).
     if (this.route !== null) this.route.stats.aborted++;
+    else this.host.stats.abortedUnrouted++;
     this.status = 499;
     this.local?.abort();
+    // The attempts end as cancelled before finish(), which closes the request's trace: their spans
+    // belong in it.
+    const a = this.first;
+    const b = this.second;
+    if (a !== null && !a.released) {
+      a.cancelled = true;
+      this.releaseAttempt(a);
+    }
+    if (b !== null && !b.released) {
+      b.cancelled = true;
+      this.releaseAttempt(b);
+    }
     // Finish first: the aborts re-enter attemptError, which must see a finished session and
     // neither count a node failure nor replace the 499.
     this.finish();
-    this.first?.cancel(new Error('client disconnected'));
-    this.second?.cancel(new Error('client disconnected'));
+    const reason = new Error('client disconnected');
+    if (a !== null) {
+      a.cancelled = true;
+      a.abort(reason);
+    }
+    if (b !== null) {
+      b.cancelled = true;
+      b.abort(reason);
+    }
   }
 
   /** The route's total timeout fired. */

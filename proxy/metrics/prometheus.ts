@@ -202,6 +202,8 @@ export function renderPrometheus(src: MetricsSource): string {
   );
   for (const r of stats.routes.values())
     out.push(`sluice_requests_aborted_total{route="${label(r.route)}"} ${r.aborted}`);
+  // Clients that left while sending the body, before routing (an empty label: no route).
+  out.push(`sluice_requests_aborted_total{route=""} ${stats.abortedUnrouted}`);
   out.push(
     '# HELP sluice_downstream_rejected_total Requests refused before reaching a node, by error code.',
     '# TYPE sluice_downstream_rejected_total counter',

@@ -42,6 +42,8 @@ export class StatsRegistry {
   readonly mirrors = new Map<string, RouteStats>();
   /** Requests refused before routing, by error code (framing, size, unknown route, draining). */
   readonly rejected = new Map<string, number>();
+  /** Requests the client abandoned before they had a route (while sending the body). */
+  abortedUnrouted = 0;
   /** Refusals by reason (index: `Refusal`, see refusals.ts). */
   readonly refused = new Float64Array(REFUSAL_COUNT);
   /** Histogram series per route × pool × node and per tenant. */
@@ -68,6 +70,16 @@ export class StatsRegistry {
   }
 
   /** Returns the stats for a route name, creating them on first use (compile time only). */
+  /**
+   * Frees the counters of routes a reload removed (and of mirrors it removed), so that `/metrics` agrees
+   * with `/admin/stats`. Called when a plan is compiled; requests still running on the old plan
+   * count into the freed objects, which nothing reports.
+   */
+  retainRoutes(routes: ReadonlySet<string>, mirrored: ReadonlySet<string>): void {
+    for (const name of this.routes.keys()) if (!routes.has(name)) this.routes.delete(name);
+    for (const name of this.mirrors.keys()) if (!mirrored.has(name)) this.mirrors.delete(name);
+  }
+
   route(name: string): RouteStats {
     let s = this.routes.get(name);
     if (s === undefined) {

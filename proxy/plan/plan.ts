@@ -357,6 +357,11 @@ function resolveSeries(plan: Plan, stats: StatsRegistry): void {
     });
   }
   stats.series.retain(used);
+  const routes = plan.config.routes;
+  stats.retainRoutes(
+    new Set(routes.map((r) => r.name)),
+    new Set(routes.filter((r) => r.mirror !== undefined).map((r) => r.name)),
+  );
 }
 
 /**
