@@ -19,6 +19,7 @@ import { nowMs } from './clock.js';
 import type { Downstream } from './downstream.js';
 import { Errors, SluiceError, errorBody, errorEvent, type ErrorKind } from './errors.js';
 import {
+  getFlat,
   isEventStream,
   plainTransferCoding,
   readResponseHead,
@@ -167,6 +168,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private mirrorDue = false;
   /** True once an attempt was handed to a node's connection pool (a node may have seen the request). */
   private dispatched = false;
+  /** A plugin answered the request itself (`respond`). */
+  private pluginAnswered = false;
   private lastError: SluiceError | null = null;
   /** The route's total-timeout deadline (see deadline-list.ts): monotonic ms and list links. */
   deadlineAt = 0;
@@ -1161,8 +1164,16 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   respond(status: number, headers: readonly string[], body: string | Uint8Array): void {
     if (this.finished) return;
     this.status = status;
+    // A success counts as a request served (finish); a plugin's refusal does not.
+    if (status < 400) this.pluginAnswered = true;
     this.rec.bytes += typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    this.downstream.reply(status, [...headers, 'x-request-id', this.id], body, this.host.draining);
+    const out = [...headers];
+    // The plugin's own request id, when it gives one, replaces Sluice's (one header, not two).
+    if (getFlat(out, 'x-request-id') === undefined) out.push('x-request-id', this.id);
+    // An answer after the tenant's limit check carries its rate-limit headers, like any other.
+    if (this.limit !== null && getFlat(out, 'x-ratelimit-limit-requests') === undefined)
+      rateLimitHeaders(this.limit, out);
+    this.downstream.reply(status, out, body, this.host.draining);
     this.finish();
   }
 
@@ -1206,7 +1217,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       // to a node that never answered (a timeout, a reset): the request counts, its tokens do not;
       // a failing fleet must not lift requests_per_minute.
       if (!answered) {
-        if (!this.dispatched) limiter.refund(d);
+        // A plugin's own answer after the limit check (a response-cache hit) is a request served:
+        // it counts against requests_per_minute; it generated no tokens.
+        if (this.pluginAnswered) {
+          limiter.reconcile(d, 0);
+          limiter.release(d);
+        } else if (!this.dispatched) limiter.refund(d);
         else {
           limiter.reconcile(d, 0);
           limiter.release(d);
