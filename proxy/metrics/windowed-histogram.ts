@@ -11,6 +11,9 @@
  *  window view  = window + cur            (the last `slices` slices, the newest one partial)
  *  since start  = retired + window + cur
  * ```
+ *
+ * With one slice the closed slice is the one that reopens: `rotate` moves it to `retired` and
+ * empties it, `window` stays empty, and the window view is the current (partial) slice only.
  */
 import type { Histogram } from 'hdr-histogram-js';
 import { buildHdr, clampToScale, LATENCY_US, type HdrScale } from './hdr.js';
@@ -84,10 +87,19 @@ export class WindowedHistogram {
   rotate(): void {
     if (this.destroyed) return;
     const closed = this.cur;
+    if (this.slices.length === 1) {
+      // One slice: the window is the current slice only. The closed slice leaves the window as it
+      // closes (it never joins `window`) and is reopened empty.
+      if (closed.totalCount > 0) {
+        this.retired.add(closed);
+        closed.reset();
+      }
+      return;
+    }
     if (closed.totalCount > 0) this.window.add(closed);
     this.head = (this.head + 1) % this.slices.length;
     const oldest = this.slices[this.head]!;
-    if (oldest !== closed && oldest.totalCount > 0) {
+    if (oldest.totalCount > 0) {
       this.window.subtract(oldest);
       this.retired.add(oldest);
       oldest.reset();

@@ -1,6 +1,6 @@
 /**
  * The windowed histogram: values show in the window until their slice leaves it, and since start
- * forever; Prometheus buckets count every value once; a destroyed histogram takes records without
+ * forever, once each whatever the number of slices (one included); Prometheus buckets count every value once; a destroyed histogram takes records without
  * failing; recording allocates nothing.
  */
 import { describe, it } from 'node:test';
@@ -38,6 +38,41 @@ describe('windowed histogram', { timeout: 10_000 }, () => {
     assert.equal(v.total, 1);
     w.destroy();
   });
+
+  for (const slices of [1, 2, 3]) {
+    it(`with ${slices} slice(s), counts each value once: in the window for ${slices} slice(s), since start forever`, () => {
+      const w = new WindowedHistogram(LATENCY_US, [0.01], { slices, sliceMs: 1000 });
+      // Values recorded in each slice, oldest first; the last entry is the current slice.
+      const perSlice: number[] = [0];
+      const check = (when: string): void => {
+        const v = views(w);
+        const inWindow = perSlice.slice(-slices).reduce((a, b) => a + b, 0);
+        const total = perSlice.reduce((a, b) => a + b, 0);
+        assert.equal(v.window, inWindow, `window count ${when}`);
+        assert.equal(w.windowCount, inWindow, `windowCount ${when}`);
+        assert.equal(v.total, total, `since-start count ${when}`);
+        assert.equal(w.count, total, `Prometheus count ${when}`);
+      };
+      for (let step = 0; step < 12; step++) {
+        // 0 to 4 values per slice, some slices empty (as with no traffic).
+        const n = (step * 7) % 5;
+        for (let i = 0; i < n; i++) w.record(1000 + step * 100 + i);
+        perSlice[perSlice.length - 1]! += n;
+        check(`after recording in slice ${step}`);
+        w.rotate();
+        perSlice.push(0);
+        check(`after rotation ${step + 1}`);
+      }
+      // No traffic: the window empties after `slices` rotations, since start stays.
+      for (let i = 0; i < slices; i++) {
+        w.rotate();
+        perSlice.push(0);
+      }
+      check('after a quiet window');
+      assert.equal(views(w).window, 0);
+      w.destroy();
+    });
+  }
 
   it('shows the recent values in the window percentiles, not the old ones', () => {
     const w = new WindowedHistogram(LATENCY_US, [], SHAPE);
