@@ -2,8 +2,9 @@
  * The structured access log: one JSON line per request (id, tenant, route, pool, node, model,
  * status, bytes, time to first token, duration, attempts, refusal reason), written by pino through
  * an asynchronous destination so that the event loop never waits on the disk or the pipe. Never
- * logs keys, bodies or query strings. Successful requests can be sampled; failures are always
- * written when their level is enabled.
+ * logs keys, bodies or query strings. Successful requests can be sampled; failures (a 4xx or 5xx
+ * status, or an error code: a stream that broke after its head) are always written when their
+ * level is enabled.
  */
 import type { Logger, destination } from 'pino';
 import { pinoPackage } from '../runtime/optional-modules.js';
@@ -13,7 +14,10 @@ import type { ObservedRequest, RequestRecord } from './request-record.js';
 export interface AccessLogOptions {
   /** `stdout`, `stderr` or a file path (appended to, created with its directory). */
   destination: string;
-  /** Lowest level written: 2xx/3xx lines are `info`, 4xx `warn`, 5xx `error`. */
+  /**
+   * Lowest level written: 2xx/3xx lines are `info`, 4xx `warn`, 5xx `error`; a request that failed
+   * after its head went out (an error code with a 2xx status) is `error`.
+   */
   level: 'debug' | 'info' | 'warn' | 'error';
   /** Share of `info` lines written, 0..1 (1: all). */
   sampleRate: number;
@@ -82,7 +86,10 @@ export class AccessLog {
     tokens: number,
   ): void {
     const status = req.status;
-    const level = status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info';
+    // A request with an error code failed even when its status says otherwise: a stream cut after
+    // its 200 head went out (the node dropped, a timeout, a drain) is an `error` line like a 5xx.
+    const level =
+      status >= 500 ? 'error' : status >= 400 ? 'warn' : rec.errorCode !== null ? 'error' : 'info';
     if (level === 'info') {
       if (!this.infoOn) return;
       if (this.sampleRate < 1 && Math.random() >= this.sampleRate) {

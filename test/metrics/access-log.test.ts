@@ -1,7 +1,8 @@
 /**
  * The access log: one JSON line per request with its id, tenant, route, pool, node, model, status,
  * bytes, time to first token, duration, attempts and refusal reason; never a key, a body or a
- * query string; successful requests sampled by sample_rate while failures are always written.
+ * query string; successful requests sampled by sample_rate while failures are always written, a
+ * stream that broke after its 200 head included (an `error` line, kept at level warn).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,7 +36,7 @@ interface Line {
   error: string | null;
 }
 
-function config(nodes: string[], sampleRate: number): string {
+function config(nodes: string[], sampleRate: number, level = 'info'): string {
   return basicConfig(
     nodes,
     `tenants:
@@ -43,6 +44,7 @@ function config(nodes: string[], sampleRate: number): string {
     keys: [{ env: SLUICE_TEST_ACCESS_KEY }]
 access_log:
   destination: logs/access.log
+  level: ${level}
   sample_rate: ${sampleRate}
 `,
   );
@@ -53,6 +55,7 @@ function chat(
   { n, ...body }: Record<string, unknown>,
   key: string | null,
   query = '',
+  headers: Record<string, string> = {},
 ): Promise<Response> {
   return fetch(`${t.url}/v1/chat/completions${query}`, {
     method: 'POST',
@@ -60,6 +63,7 @@ function chat(
       'content-type': 'application/json',
       'x-request-id': `req-${String(n)}`,
       ...(key === null ? {} : { authorization: `Bearer ${key}` }),
+      ...headers,
     },
     body: JSON.stringify({
       model: 'llama-test',
@@ -160,6 +164,47 @@ describe('access log', { timeout: 30_000 }, () => {
     );
     const metrics = await (await fetch(`${sampled!.adminUrl}/metrics`)).text();
     assert.match(metrics, /^sluice_access_log_sampled_out_total 5$/m);
+  });
+
+  it('writes a stream that failed after its 200 head as an error line, at level warn and never sampled out', async () => {
+    // Level warn and sample_rate 0: only failures may be written, and every one of them must be.
+    const d = await startTestSluice(config(fleet!.urls, 0, 'warn'));
+    try {
+      const ok = await chat(d, { n: 40, stream: true }, KEY);
+      assert.equal(ok.status, 200);
+      await ok.text();
+      for (const n of [41, 42]) {
+        const r = await chat(d, { n, stream: true, max_tokens: 20 }, KEY, '', { 'x-sim-drop-after': '2' });
+        assert.equal(r.status, 200);
+        assert.match(await r.text(), /"code":"upstream_connection_reset"/);
+      }
+      // A stream still running when a drain reaches its deadline ends with server_shutting_down.
+      const slow = await chat(d, { n: 43, stream: true, max_tokens: 50 }, KEY, '', {
+        'x-sim-chunk-delay-ms': '200',
+      });
+      assert.equal(slow.status, 200);
+      const reader = slow.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>;
+      await reader.read();
+      assert.equal(await d.sluice.drain(300), 1);
+      let rest = '';
+      for (;;) {
+        const r = await reader.read();
+        if (r.done) break;
+        rest += new TextDecoder().decode(r.value);
+      }
+      assert.match(rest, /"code":"server_shutting_down"/);
+      const got = await lines(d, 3);
+      assert.deepEqual(
+        got.map((l) => [l.request_id, l.level, l.status, l.error]),
+        [
+          ['req-41', 'error', 200, 'upstream_connection_reset'],
+          ['req-42', 'error', 200, 'upstream_connection_reset'],
+          ['req-43', 'error', 200, 'server_shutting_down'],
+        ],
+      );
+    } finally {
+      await d.close();
+    }
   });
 
   it('names the node that failed when no node answered', async () => {
