@@ -36,6 +36,7 @@ function streamingRecord(withTenant: boolean): RequestRecord {
     pool: { name: 'gpu' } as unknown as Pool,
     plan: { tenantSeries: [tenant] },
     body: null,
+    headers: [],
     header: () => undefined,
   };
   const rec = new RequestRecord(stats, req);

@@ -30,6 +30,11 @@ export interface ObservedRequest {
   readonly pool: Pool | null;
   readonly plan: { readonly tenantSeries: readonly MetricSeries[] };
   readonly body: Buffer | null;
+  /**
+   * Forwarded request headers, flat `[name, value, ...]`, lower-case names. With tracing on, the
+   * tracer removes a client trace context it does not continue (`Tracer.begin`).
+   */
+  readonly headers: string[];
   header(name: string): string | undefined;
 }
 
@@ -71,7 +76,7 @@ export class RequestRecord {
   constructor(stats: StatsRegistry, req: ObservedRequest) {
     this.stats = stats;
     const tracer = stats.tracer;
-    this.trace = tracer === null ? null : tracer.begin(req.header('traceparent'), req.startMs);
+    this.trace = tracer === null ? null : tracer.begin(req.headers, req.startMs);
   }
 
   private tenantSeries(req: ObservedRequest): MetricSeries | null {

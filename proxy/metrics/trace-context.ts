@@ -1,10 +1,14 @@
 /**
- * Tracing of requests, W3C Trace Context (`traceparent`) in and out: a request that arrives with a
- * valid sampled `traceparent` continues that trace, one without starts a new one (sampled at
- * `sample_ratio`); each attempt sent to a node carries a `traceparent` naming the attempt's own
- * span. Finished requests become one server span with children for the admission wait, the batch
- * window and every attempt, handed to the OTLP exporter. Exists only when `tracing` is configured:
- * with tracing off nothing here runs and `traceparent` is forwarded untouched.
+ * Tracing of requests, W3C Trace Context (`traceparent`, `tracestate`) in and out: a request that
+ * arrives with exactly one valid sampled `traceparent` continues that trace (its `tracestate` goes
+ * on with it); one with a valid unsampled `traceparent` is forwarded untouched; any other (none, an
+ * invalid one, or more than one) starts a new trace (sampled at `sample_ratio`), and the client's
+ * `traceparent` and `tracestate` headers are then dropped from what is forwarded (a `tracestate`
+ * without a valid `traceparent` must be discarded). Each attempt sent to a node carries exactly one
+ * `traceparent`, naming the attempt's own span. Finished requests become one server span with
+ * children for the admission wait, the batch window and every attempt, handed to the OTLP
+ * exporter. Exists only when `tracing` is configured: with tracing off nothing here runs and both
+ * headers are forwarded untouched.
  */
 import { randomFillSync } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -119,20 +123,42 @@ export class Tracer {
     this.sampleRatio = options.sampleRatio;
   }
 
-  /** A request arrived: its trace, or null when it is not sampled (then nothing is recorded). */
-  begin(traceparent: string | undefined, startMs: number): RequestTrace | null {
-    const parent = parseTraceparent(traceparent);
+  /**
+   * A request arrived with `headers` (its forwarded headers, flat `[name, value, ...]`, lower-case
+   * names): its trace, or null when it is not sampled (then nothing is recorded). A trace context
+   * the request does not continue (no `traceparent`, an invalid one, or two or more: W3C treats
+   * several as invalid) is removed from `headers` in place, so that neither the client's
+   * `traceparent` nor its `tracestate` reaches a node beside a trace Sluice started.
+   */
+  begin(headers: string[], startMs: number): RequestTrace | null {
+    let traceparent: string | undefined;
+    let parents = 0;
+    let states = 0;
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = headers[i];
+      if (name === 'traceparent') {
+        if (parents++ === 0) traceparent = headers[i + 1];
+      } else if (name === 'tracestate') states++;
+    }
+    const parent = parents === 1 ? parseTraceparent(traceparent) : null;
     if (parent !== null) {
+      // Unsampled: forwarded untouched, tracestate included; sampled: continued, with its tracestate.
       if (!parent.sampled) return null;
       this.started++;
       return new RequestTrace(parent.traceId, randomHex(8), parent.parentId, startMs);
     }
+    if (parents > 0) removeHeader(headers, 'traceparent');
+    if (states > 0) removeHeader(headers, 'tracestate');
     if (this.sampleRatio < 1 && Math.random() >= this.sampleRatio) return null;
     this.started++;
     return new RequestTrace(randomHex(16), randomHex(8), null, startMs);
   }
 
-  /** An attempt is about to be sent: gives it a span and sets its `traceparent` in `headers`. */
+  /**
+   * An attempt is about to be sent: gives it a span and sets its `traceparent` in `headers`, the
+   * only one (another, added after the request arrived by a plugin or a pool's request_headers, is
+   * removed).
+   */
   attemptStart(trace: RequestTrace, att: TracedAttempt, headers: string[]): void {
     const spanId = randomHex(8);
     att.traceSpanId = spanId;
@@ -140,6 +166,7 @@ export class Tracer {
     for (let i = 0; i < headers.length; i += 2) {
       if (headers[i] === 'traceparent') {
         headers[i + 1] = value;
+        removeHeader(headers, 'traceparent', i + 2);
         return;
       }
     }
@@ -251,6 +278,20 @@ export class Tracer {
     }
     this.exporter.enqueue(spans);
   }
+}
+
+/** Removes every `name` entry of the flat header list `headers` from index `from` on, in place. */
+function removeHeader(headers: string[], name: string, from = 0): void {
+  let w = from;
+  for (let r = from; r < headers.length; r += 2) {
+    if (headers[r] === name) continue;
+    if (w !== r) {
+      headers[w] = headers[r]!;
+      headers[w + 1] = headers[r + 1]!;
+    }
+    w += 2;
+  }
+  headers.length = w;
 }
 
 function child(

@@ -1,13 +1,16 @@
 /**
  * Tracing: an incoming W3C traceparent is continued and each attempt forwards its own span id; a
  * request without one starts a trace; an unsampled one is passed on untouched; spans (request,
- * attempts) reach a real OTLP/HTTP collector on loopback as JSON. With tracing off, traceparent is
+ * attempts) reach a real OTLP/HTTP collector on loopback as JSON. Exactly one traceparent goes to a
+ * node: two from the client are invalid and start a new trace; a tracestate goes on only with the
+ * trace it belongs to (dropped beside a new trace, sampled or not). With tracing off, traceparent is
  * forwarded as the client sent it.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { rawRequest } from '../helpers/raw-http.js';
 import { basicConfig, chatRequest, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 interface OtlpSpan {
@@ -50,6 +53,39 @@ function body(req: IncomingMessage): Promise<string> {
   });
 }
 
+/** The trace-context headers a node received, every line of each (from the raw head). */
+interface Received {
+  traceparent: string[];
+  tracestate: string[];
+}
+
+function received(req: IncomingMessage): Received {
+  const r: Received = { traceparent: [], tracestate: [] };
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]!.toLowerCase();
+    if (name === 'traceparent' || name === 'tracestate') r[name].push(req.rawHeaders[i + 1]!);
+  }
+  return r;
+}
+
+/**
+ * Sends a chat completion with `lines` as extra header lines, each on its own line (a repeated
+ * header stays repeated, which fetch would join); resolves with the status.
+ */
+async function sendWith(url: string, lines: [string, string][]): Promise<number> {
+  const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  const head = [
+    'POST /v1/chat/completions HTTP/1.1',
+    'host: sluice.test',
+    'content-type: application/json',
+    `content-length: ${Buffer.byteLength(body)}`,
+    ...lines.map(([n, v]) => `${n}: ${v}`),
+  ];
+  const { response, conn } = await rawRequest(url, `${head.join('\r\n')}\r\n\r\n${body}`);
+  conn.destroy();
+  return response.status;
+}
+
 function attr(s: OtlpSpan, key: string): string | undefined {
   const v = s.attributes.find((a) => a.key === key)?.value;
   return v?.stringValue ?? v?.intValue;
@@ -58,11 +94,15 @@ function attr(s: OtlpSpan, key: string): string | undefined {
 describe('tracing', { timeout: 30_000 }, () => {
   /** traceparent values the nodes received, by node index. */
   const seen: (string | undefined)[][] = [[], []];
+  /** Trace-context headers every attempt carried, whichever node it reached, in arrival order. */
+  const contexts: Received[] = [];
   const exports: OtlpBody[] = [];
   let nodes: Server[] = [];
   let collector: Server | undefined;
   let t: TestSluice | undefined;
   let off: TestSluice | undefined;
+  /** Tracing on, sample_ratio 0: no trace starts here. */
+  let unsampled: TestSluice | undefined;
   let urls: string[] = [];
 
   before(async () => {
@@ -70,6 +110,7 @@ describe('tracing', { timeout: 30_000 }, () => {
     nodes = [0, 1].map((i) =>
       createServer((req, res) => {
         seen[i]!.push(req.headers['traceparent'] as string | undefined);
+        contexts.push(received(req));
         void body(req).then(() => {
           res.writeHead(i === 0 ? 503 : 200, { 'content-type': 'application/json' });
           res.end(i === 0 ? '{"error":{"message":"busy"}}' : '{"choices":[{"message":{"content":"hi"}}]}');
@@ -99,11 +140,22 @@ describe('tracing', { timeout: 30_000 }, () => {
       ),
     );
     off = await startTestSluice(basicConfig([urls[1]!]));
+    unsampled = await startTestSluice(
+      basicConfig(
+        [urls[1]!],
+        `tracing:
+  endpoint: ${collectorUrl}/v1/traces
+  sample_ratio: 0
+  flush_interval_ms: 50
+`,
+      ),
+    );
   });
 
   after(async () => {
     await t?.close();
     await off?.close();
+    await unsampled?.close();
     for (const n of nodes) await closeServer(n);
     await closeServer(collector);
   });
@@ -192,6 +244,117 @@ describe('tracing', { timeout: 30_000 }, () => {
     assert.ok([...seen[0]!, ...seen[1]!].every((v) => v === unsampled));
     await (await fetch(`${t!.adminUrl}/metrics`)).text();
     assert.equal(spans().filter((s) => s.traceId === 'a'.repeat(32)).length, 0);
+  });
+
+  /** The single traceparent each attempt carried; fails when an attempt carried none or several. */
+  function singleTraceparents(from: number): { traceId: string; spanId: string }[] {
+    const got = contexts.slice(from);
+    assert.ok(got.length > 0, 'the request reached a node');
+    return got.map((c) => {
+      assert.equal(
+        c.traceparent.length,
+        1,
+        `exactly one traceparent upstream: ${JSON.stringify(c.traceparent)}`,
+      );
+      const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(c.traceparent[0]!);
+      assert.ok(m !== null, `forwarded ${c.traceparent[0]}`);
+      return { traceId: m[1]!, spanId: m[2]! };
+    });
+  }
+
+  it('starts a new trace for a request with two traceparent headers and sends exactly one upstream', async () => {
+    const other = 'b'.repeat(32);
+    for (const first of ['01', '00']) {
+      const from = contexts.length;
+      const status = await sendWith(t!.url, [
+        ['traceparent', `00-${TRACE}-${PARENT}-${first}`],
+        ['tracestate', 'vendor=opaque'],
+        ['traceparent', `00-${other}-${PARENT}-01`],
+      ]);
+      assert.equal(status, 200);
+      const ids = singleTraceparents(from);
+      for (const { traceId } of ids) {
+        assert.notEqual(traceId, TRACE, 'not the first header’s trace');
+        assert.notEqual(traceId, other, 'not the second header’s trace');
+        assert.equal(traceId, ids[0]!.traceId, 'one trace across the attempts');
+      }
+      assert.deepEqual(
+        contexts.slice(from).flatMap((c) => c.tracestate),
+        [],
+        'the tracestate of a trace not continued',
+      );
+      await waitFor(
+        () => spans().some((s) => s.traceId === ids[0]!.traceId && s.kind === 2),
+        5000,
+        'the new trace at the collector',
+      );
+      const root = spans().find((s) => s.traceId === ids[0]!.traceId && s.kind === 2)!;
+      assert.equal(root.parentSpanId, undefined, 'a trace started here has no parent');
+    }
+  });
+
+  it('drops a tracestate that comes without a valid traceparent', async () => {
+    for (const lines of [
+      [['tracestate', 'vendor=opaque']],
+      [
+        ['traceparent', `00-${TRACE}-${'0'.repeat(16)}-01`],
+        ['tracestate', 'vendor=opaque'],
+      ],
+      [
+        ['traceparent', 'not-a-traceparent'],
+        ['tracestate', 'vendor=opaque'],
+        ['tracestate', 'other=1'],
+      ],
+    ] as [string, string][][]) {
+      const from = contexts.length;
+      assert.equal(await sendWith(t!.url, lines), 200);
+      const ids = singleTraceparents(from);
+      assert.ok(ids.every((id) => id.traceId !== TRACE));
+      assert.deepEqual(
+        contexts.slice(from).flatMap((c) => c.tracestate),
+        [],
+        `no tracestate upstream for ${JSON.stringify(lines)}`,
+      );
+    }
+  });
+
+  it('forwards the tracestate of a trace it continues, unchanged', async () => {
+    const from = contexts.length;
+    const status = await sendWith(t!.url, [
+      ['traceparent', `00-${TRACE}-${PARENT}-01`],
+      ['tracestate', 'vendor=opaque'],
+    ]);
+    assert.equal(status, 200);
+    const ids = singleTraceparents(from);
+    assert.ok(ids.every((id) => id.traceId === TRACE && id.spanId !== PARENT));
+    for (const c of contexts.slice(from)) assert.deepEqual(c.tracestate, ['vendor=opaque']);
+  });
+
+  it('sends no client trace context it does not continue when the new trace is not sampled', async () => {
+    const from = contexts.length;
+    assert.equal(
+      await sendWith(unsampled!.url, [
+        ['traceparent', `00-${TRACE}-${PARENT}-01`],
+        ['traceparent', `00-${TRACE}-${PARENT}-01`],
+        ['tracestate', 'vendor=opaque'],
+      ]),
+      200,
+    );
+    assert.equal(await sendWith(unsampled!.url, [['tracestate', 'vendor=opaque']]), 200);
+    assert.deepEqual(contexts.slice(from), [
+      { traceparent: [], tracestate: [] },
+      { traceparent: [], tracestate: [] },
+    ]);
+    // A valid unsampled traceparent is still passed on untouched, with its tracestate.
+    const tp = `00-${TRACE}-${PARENT}-00`;
+    assert.equal(
+      await sendWith(unsampled!.url, [
+        ['traceparent', tp],
+        ['tracestate', 'vendor=opaque'],
+      ]),
+      200,
+    );
+    assert.deepEqual(contexts.at(-1), { traceparent: [tp], tracestate: ['vendor=opaque'] });
   });
 
   it('forwards traceparent untouched when tracing is off', async () => {
