@@ -1,8 +1,9 @@
 /**
  * A plugin that misuses the request API (values of the wrong type, a body on a 204, a success
- * status for an error) fails its hook like any plugin error: 500 `plugin_error` for the client,
- * counted, and Sluice serves on. Such values used to reach the server's writer and throw there,
- * outside the hook, which ended the process.
+ * status for an error) or its metrics (a label value or a value of the wrong type) fails its hook
+ * like any plugin error: 500 `plugin_error` for the client, counted, and Sluice serves on. Such
+ * values used to reach the server's writer and throw there, outside the hook, which ended the
+ * process; a bad metric series used to break the admin `/metrics` for good.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -28,7 +29,24 @@ const CASES: [string, string][] = [
   ['reject-object-message', 'onRequest'],
   ['set-header-number', 'onRequest'],
   ['response-header-number', 'onResponseHead'],
+  ['metric-label-object', 'onRequest'],
+  ['metric-label-undefined', 'onRequest'],
+  ['metric-label-nan', 'onRequest'],
+  ['metric-label-count', 'onRequest'],
+  ['metric-inc-string', 'onRequest'],
+  ['metric-inc-nan', 'onRequest'],
+  ['metric-inc-negative', 'onRequest'],
+  ['metric-set-undefined', 'onRequest'],
+  ['metric-set-infinity', 'onRequest'],
 ];
+
+/** The admin `/metrics` text; fails unless it answers 200. */
+async function exposition(t: TestSluice): Promise<string> {
+  const res = await fetch(`${t.adminUrl}/metrics`);
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  return text;
+}
 
 function chat(t: TestSluice, misuse: string | null): Promise<Response> {
   return fetch(`${t.url}/v1/chat/completions`, {
@@ -93,8 +111,41 @@ describe('a plugin that misuses the request API', { timeout: 60_000 }, () => {
           const ok = await chat(t!, null);
           assert.equal(ok.status, 200);
           await ok.arrayBuffer();
+          if (misuse.startsWith('metric-')) {
+            assert.match(body.error.message, /TypeError|sluice_plugin_misuse/);
+            const text = await exposition(t!);
+            assert.doesNotMatch(
+              text,
+              /sluice_plugin_misuse_labelled_total\{/,
+              'the bad call recorded nothing',
+            );
+            assert.doesNotMatch(text, /^sluice_plugin_misuse_level /m, 'the bad call recorded nothing');
+          }
         });
       }
+
+      it('takes a number as a label value (as its string) and keeps /metrics valid after a bad gauge value in onDone', async () => {
+        const answered = 'sluice_plugin_misuse_status_answers_total{status="200"}';
+        const done = 'sluice_plugin_errors_total{plugin="misuse",phase="onDone"}';
+        const before = await metric(t!, answered);
+        const errors = await metric(t!, done);
+        for (const misuse of [null, 'done-gauge-undefined']) {
+          const res = await chat(t!, misuse);
+          assert.equal(res.status, 200, 'onDone cannot change the response');
+          await res.arrayBuffer();
+        }
+        const text = await exposition(t!);
+        assert.equal(await metric(t!, answered), before + 2);
+        assert.equal(await metric(t!, done), errors + 1);
+        assert.doesNotMatch(text, /undefined|NaN|Infinity/);
+        for (const line of text.split('\n').filter((l) => l.startsWith('sluice_plugin_'))) {
+          assert.match(
+            line,
+            /^[a-z_:][a-z0-9_:]*(\{[a-z_]+="(?:[^"\\\n]|\\.)*"(?:,[a-z_]+="(?:[^"\\\n]|\\.)*")*\})? -?\d/,
+            line,
+          );
+        }
+      });
     });
   }
 });
