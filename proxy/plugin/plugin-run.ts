@@ -109,6 +109,12 @@ export class PluginRun implements PluginRequest {
   private sse = false;
   /** The winning attempt: its body is paused and resumed through it. */
   private controller: Attempt | null = null;
+  /**
+   * A write to the client returned false and the node's body was paused for it. While it is set,
+   * only the client's drain resumes the node (`Session.onDownstreamDrain`), never a settled hook;
+   * the node's next chunk shows that the drain came, and clears it.
+   */
+  private downstreamFull = false;
   /** While a head or chunk hook is pending: chunks (null = the end) that arrived meanwhile. */
   private holding = false;
   private held: (Buffer | null)[] | null = null;
@@ -264,6 +270,12 @@ export class PluginRun implements PluginRequest {
   responseBody(att: Attempt | null, chunk: Buffer | null): void {
     // HOT
     if (att !== null) this.controller = att;
+    // A paused node sends nothing more (Attempt.onData): this chunk came after a resume, which
+    // while the client was full only its drain makes.
+    this.downstreamFull = false;
+    // undici hands over an empty chunk when it resumes a paused body with nothing read yet: an
+    // async hook run on it would pause and resume the body again, and again, without end.
+    if (chunk !== null && chunk.length === 0) return;
     if (this.holding) {
       (this.held ??= []).push(chunk);
       this.controller?.pause();
@@ -303,7 +315,10 @@ export class PluginRun implements PluginRequest {
     if (s.finished) return;
     if (out !== null && out.length > 0 && !this.respNoBody) {
       s.rec.bytes += out.length;
-      if (!s.downstream.write(out)) this.controller?.pause();
+      if (!s.downstream.write(out)) {
+        this.downstreamFull = true;
+        this.controller?.pause();
+      }
     }
     if (input === null) {
       s.downstream.end();
@@ -336,7 +351,8 @@ export class PluginRun implements PluginRequest {
       const c = held.shift()!;
       if (!this.process(c)) return;
     }
-    if (!this.s.finished) this.controller?.resume();
+    // A write above (or before the hook) found the client full: its drain resumes the node.
+    if (!this.s.finished && !this.downstreamFull) this.controller?.resume();
   }
 
   /** Runs the onDone hooks (from Session.finish, exactly once) and drops anything pending. */
