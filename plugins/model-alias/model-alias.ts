@@ -113,7 +113,12 @@ export default definePlugin<Options>({
         for (const a of aliases) {
           const target = a.resolve(model);
           if (target === null) continue;
-          if (target !== model) req.setBody({ ...body, model: target });
+          if (target !== model) {
+            req.setBody({ ...body, model: target });
+            // Later plugins see the target in the body; the answer will name the public model
+            // (response-cache keys on it, so one target's public names keep their own answers).
+            req.tag('public_model', model);
+          }
           const state: Renamed = {
             public: model,
             target,

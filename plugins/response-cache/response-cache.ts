@@ -163,7 +163,7 @@ export default definePlugin<Options>({
           stream: b.stream === true,
           includeUsage: b.stream_options?.include_usage === true,
         };
-        const key = cacheKey(req.tenant, req.path, body);
+        const key = cacheKey(req.tenant, req.path, body, req.tags['public_model']);
         // The client's Cache-Control (RFC 9111 §5.2.1): no-store, neither served nor stored;
         // no-cache, computed again by the node (and the new answer stored).
         const cc = req.header('cache-control');
