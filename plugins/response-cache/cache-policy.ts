@@ -18,6 +18,11 @@ export interface CacheEntry {
   costMs: number;
   /** Epoch ms after which it is stale. */
   expiresAt: number;
+  /**
+   * True for a stream folded without a usage event (its client did not ask for one): it serves
+   * only streams that do not ask for usage either. Absent otherwise.
+   */
+  noUsage?: boolean;
 }
 
 /** What both policies offer. */

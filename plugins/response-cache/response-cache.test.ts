@@ -122,10 +122,10 @@ describe('response-cache', { timeout: 60_000 }, () => {
     assert.deepEqual(usage, plain.usage);
   });
 
-  it('stores a streamed miss as a complete answer for later plain requests', async () => {
+  it('stores a streamed miss with its usage as a complete answer for later plain requests', async () => {
     const body = { model: 'm', messages: msg('stream first'), max_tokens: 8, temperature: 0 };
     const { data: stream, response } = await client.chat.completions
-      .create({ ...body, stream: true })
+      .create({ ...body, stream: true, stream_options: { include_usage: true } })
       .withResponse();
     assert.equal(response.headers.get('x-sluice-cache'), 'miss');
     let text = '';
@@ -134,6 +134,7 @@ describe('response-cache', { timeout: 60_000 }, () => {
     assert.equal(later.response.headers.get('x-sluice-cache'), 'hit');
     assert.equal(later.data.choices[0]?.message.content, text);
     assert.equal(later.data.object, 'chat.completion');
+    assert.ok(later.data.usage, 'the answer carries the usage the stream had');
   });
 
   it('never caches sampling or tool requests', async () => {

@@ -115,6 +115,12 @@ export default definePlugin<Options>({
       }
     };
 
+    // An answer without usage (a stream folded without its usage event) serves no request that
+    // needs usage: a plain answer always carries it in OpenAI's API, and a stream may ask for it.
+    // Such a request goes to the node, and its answer replaces the entry.
+    const servable = (e: CacheEntry, w: Wanted): boolean =>
+      e.noUsage !== true || (w.stream && !w.includeUsage);
+
     const miss = (req: PluginRequest, key: string, w: Wanted): void => {
       misses.inc(1, name);
       const state: Miss = {
@@ -131,11 +137,17 @@ export default definePlugin<Options>({
 
     const save = (s: Miss): void => {
       const text = Buffer.concat(s.parts).toString('utf8');
-      const body = s.stream ? answerFromStream(text, s.kind) : text;
-      if (body === null) return;
+      let body = text;
+      let noUsage = false;
+      if (s.stream) {
+        const folded = answerFromStream(text, s.kind);
+        if (folded === null) return;
+        body = folded.body;
+        noUsage = !folded.usage;
+      }
       const costMs = clock.nowMs() - s.startMs;
       if (mem !== null) {
-        if (!mem.set(s.key, { body, costMs, expiresAt: clock.wallMs() + options.ttl_ms })) return;
+        if (!mem.set(s.key, { body, costMs, expiresAt: clock.wallMs() + options.ttl_ms, noUsage })) return;
         stored.inc(1, name);
         if (mem.evictions > evicted) {
           evictions.inc(mem.evictions - evicted, name);
@@ -145,7 +157,11 @@ export default definePlugin<Options>({
         entriesGauge.set(mem.size, name);
         return;
       }
-      kv.set(s.key, JSON.stringify({ b: body, c: costMs }), options.ttl_ms).then(
+      kv.set(
+        s.key,
+        JSON.stringify(noUsage ? { b: body, c: costMs, u: 0 } : { b: body, c: costMs }),
+        options.ttl_ms,
+      ).then(
         () => stored.inc(1, name),
         () => storeErrors.inc(1, name),
       );
@@ -177,18 +193,19 @@ export default definePlugin<Options>({
         }
         if (mem !== null) {
           const e = mem.get(key, clock.wallMs());
-          if (e !== undefined) serve(req, e, w);
+          if (e !== undefined && servable(e, w)) serve(req, e, w);
           else miss(req, key, w);
           return;
         }
         return kv.get(key).then(
           (v) => {
-            if (v === null) {
-              miss(req, key, w);
-              return;
-            }
-            const parsed = JSON.parse(v) as { b: string; c: number };
-            serve(req, { body: parsed.b, costMs: parsed.c, expiresAt: Infinity }, w);
+            const parsed = v === null ? null : (JSON.parse(v) as { b: string; c: number; u?: 0 });
+            const e: CacheEntry | null =
+              parsed === null
+                ? null
+                : { body: parsed.b, costMs: parsed.c, expiresAt: Infinity, noUsage: parsed.u === 0 };
+            if (e !== null && servable(e, w)) serve(req, e, w);
+            else miss(req, key, w);
           },
           () => {
             storeErrors.inc(1, name);

@@ -15,8 +15,16 @@ interface Choice {
   finish: unknown;
 }
 
-/** The complete answer (JSON text) a stream amounts to, or null when it cannot be folded. */
-export function answerFromStream(sse: string, kind: CacheableKind): string | null {
+/** A stream folded into the complete answer it amounts to. */
+export interface FoldedAnswer {
+  /** The answer, JSON text. */
+  body: string;
+  /** False when the stream had no usage event (the client did not ask for one): nor has the answer. */
+  usage: boolean;
+}
+
+/** The complete answer a stream amounts to, or null when it cannot be folded. */
+export function answerFromStream(sse: string, kind: CacheableKind): FoldedAnswer | null {
   let first: Json | null = null;
   let usage: unknown = null;
   let done = false;
@@ -70,7 +78,7 @@ export function answerFromStream(sse: string, kind: CacheableKind): string | nul
     choices: out,
   };
   if (usage !== null) answer['usage'] = usage;
-  return JSON.stringify(answer);
+  return { body: JSON.stringify(answer), usage: usage !== null };
 }
 
 /** A stored answer as SSE events ending in `[DONE]`; usage is sent when the client asked for it. */
