@@ -181,12 +181,16 @@ export default definePlugin<Options>({
         };
         const key = cacheKey(req.tenant, req.path, body, req.tags['public_model']);
         // The client's Cache-Control (RFC 9111 §5.2.1): no-store, neither served nor stored;
-        // no-cache, computed again by the node (and the new answer stored).
+        // no-cache, or max-age=0 (no stored answer is fresh enough), computed again by the node
+        // (and the new answer stored).
         const cc = req.header('cache-control');
         if (cc !== undefined) {
           const directives = cc.toLowerCase();
           if (/(^|[\s,])no-store([\s,]|$)/.test(directives)) return;
-          if (/(^|[\s,])no-cache([\s,=]|$)/.test(directives)) {
+          if (
+            /(^|[\s,])no-cache([\s,=]|$)/.test(directives) ||
+            /(^|[\s,])max-age\s*=\s*"?0+"?\s*(,|$)/.test(directives)
+          ) {
             miss(req, key, w);
             return;
           }
@@ -221,6 +225,11 @@ export default definePlugin<Options>({
           return;
         }
         req.setResponseHeader('x-sluice-cache', 'miss');
+        // The node's Cache-Control (RFC 9111 §5.2.2): a shared cache stores no answer marked
+        // no-store or private (with or without field names). no-cache is not looked at: SSE
+        // servers send it on every stream.
+        const cc = req.responseHeader('cache-control');
+        if (cc !== undefined && /(^|[\s,])(no-store|private)([\s,=]|$)/i.test(cc)) s.ok = false;
       },
       onResponseChunk(req, chunk) {
         const s = req.state as Miss | undefined;
