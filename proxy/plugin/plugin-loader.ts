@@ -119,6 +119,15 @@ export async function loadPlugins(
       continue;
     }
     const options = c.options ?? {};
+    if (validate === null && Object.keys(options).length > 0) {
+      // A plugin without a schema takes no options (api.ts): ones given to it would be ignored.
+      issues.push({
+        path: ['plugins', index, 'options'],
+        anchor: 'key',
+        message: `plugin ${def.name} takes no options (it declares no options schema); remove them`,
+      });
+      continue;
+    }
     if (validate !== null && !validate(options)) {
       for (const issue of mapSchemaErrors(validate.errors ?? [], options)) {
         issues.push({ ...issue, path: ['plugins', index, 'options', ...issue.path] });

@@ -36,6 +36,10 @@ describe('plugins in the config', { timeout: 30_000 }, () => {
       join(dir, 'counter.mjs'),
     );
     await writeFile(join(dir, 'not-a-plugin.mjs'), 'export default { hello: 1 };\n');
+    await writeFile(
+      join(dir, 'no-schema.mjs'),
+      "export default { name: 'no-schema', version: '1.0.0', create() { return {}; } };\n",
+    );
   });
   after(async () => {
     if (dir !== '') await rm(dir, { recursive: true, force: true });
@@ -122,6 +126,25 @@ routes:
       r.err,
       /^c\.yaml:7:10 plugins\[0\]\.use: \.\/not-a-plugin\.mjs does not export a plugin definition/m,
     );
+  });
+
+  it('refuses options given to a plugin that declares no options schema, and takes it without', async () => {
+    const yaml = (options: string): string => `${HEAD}plugins:
+  - name: bare
+    use: ./no-schema.mjs
+${options}routes:
+  - name: all
+    pool: gpu
+    plugins: [bare]
+`;
+    const r = await check(dir, yaml('    options: { foo: 1 }\n'));
+    assert.equal(r.code, 1);
+    assert.match(
+      r.err,
+      /^c\.yaml:8:5 plugins\[0\]\.options: plugin no-schema takes no options \(it declares no options schema\)/m,
+    );
+    assert.equal((await check(dir, yaml(''))).code, 0);
+    assert.equal((await check(dir, yaml('    options: {}\n'))).code, 0);
   });
 
   it('loads the example third-party plugin by a path relative to the config, with its defaults', async () => {
