@@ -115,17 +115,20 @@ describe('plugin failure isolation', { timeout: 90_000 }, () => {
     });
   }
 
-  it('cuts a JSON body when a chunk hook fails after the head went out', async () => {
+  it('answers a clean 500 when a chunk hook fails before any byte of the answer went out', async () => {
     const name = 'f-onResponseChunk-throw';
-    const before = await errors(name, 'onResponseChunk');
-    // A non-streamed answer arrives in one chunk: fail_after_chunks counts on from the stream above.
-    // The head (200, chunked) went out first; the client sees the connection cut, never a short success.
-    await assert.rejects(async () => {
-      const r = await send(name);
-      assert.equal(r.status, 200);
-      await r.text();
-    });
-    assert.equal(await errors(name, 'onResponseChunk'), before + 1);
+    // fail_after_chunks counts on from the stream above: each answer now fails at its first chunk.
+    // The head waits for the first body bytes, so it is taken back and the error replaces it.
+    for (const stream of [false, true]) {
+      const before = await errors(name, 'onResponseChunk');
+      const r = await send(name, { stream });
+      assert.equal(r.status, 500, `stream: ${stream}`);
+      assert.match(r.headers.get('content-type') ?? '', /application\/json/);
+      const body = (await r.json()) as ErrorBody;
+      assert.equal(body.error.code, 'plugin_error');
+      assert.match(body.error.message, new RegExp(`plugin ${name} failed in onResponseChunk`));
+      assert.equal(await errors(name, 'onResponseChunk'), before + 1);
+    }
   });
 
   for (const how of HOWS) {
