@@ -2,9 +2,9 @@
  * Which requests response-cache may answer from a stored answer, and their keys. Only deterministic
  * requests: embeddings, and chat or text completions with `temperature: 0`, one choice and no tools
  * (a tool call's answer depends on what the client does next). The key is a SHA-256 of the tenant,
- * the path, the model the client named (when an alias renamed it) and the body in canonical form
- * (keys sorted, `stream`, `stream_options` and `user` left out, so a streamed and an unstreamed
- * request share the answer).
+ * the route, the path, the model the client named (when an alias renamed it) and the body in
+ * canonical form (keys sorted, `stream`, `stream_options` and `user` left out, so a streamed and an
+ * unstreamed request share the answer).
  */
 import { createHash } from 'node:crypto';
 
@@ -41,13 +41,23 @@ export function canonicalJson(v: unknown, top = false): string {
 }
 
 /**
- * The cache key of a request. `publicModel` is the model the client named when a plugin before the
- * cache renamed it in the body (model-alias's `public_model` tag), else '': the answer names it,
- * so two public names of one pool model must not share answers.
+ * The cache key of a request. `route` is the matched route's name: routes may send one body to
+ * pools that answer it differently, and one instance may serve several routes. `publicModel` is
+ * the model the client named when a plugin before the cache renamed it in the body (model-alias's
+ * `public_model` tag), else '': the answer names it, so two public names of one pool model must
+ * not share answers.
  */
-export function cacheKey(tenant: string, path: string, body: unknown, publicModel = ''): string {
+export function cacheKey(
+  tenant: string,
+  route: string,
+  path: string,
+  body: unknown,
+  publicModel = '',
+): string {
   return createHash('sha256')
     .update(tenant)
+    .update('\n')
+    .update(route)
     .update('\n')
     .update(path)
     .update('\n')

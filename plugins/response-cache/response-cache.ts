@@ -179,7 +179,7 @@ export default definePlugin<Options>({
           stream: b.stream === true,
           includeUsage: b.stream_options?.include_usage === true,
         };
-        const key = cacheKey(req.tenant, req.path, body, req.tags['public_model']);
+        const key = cacheKey(req.tenant, req.route ?? '', req.path, body, req.tags['public_model']);
         // The client's Cache-Control (RFC 9111 §5.2.1): no-store, neither served nor stored;
         // no-cache, or max-age=0 (no stored answer is fresh enough), computed again by the node
         // (and the new answer stored).
