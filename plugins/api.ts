@@ -170,19 +170,23 @@ export interface PluginHooks {
   onResponseChunk?(req: PluginRequest, chunk: Buffer | null): MaybePromise<Uint8Array | string | void>;
   /** After the last byte or the error, exactly once; cannot change the response. */
   onDone?(req: PluginRequest): MaybePromise<void>;
-  /** Called when the instance is retired (reload, shutdown) after its last request. */
+  /** Called when the instance is retired (reload, shutdown) after its last request, its onDone included. */
   close?(): MaybePromise<void>;
 }
 
 /** Counter of a plugin's own series. */
+/** A label value: a string, or a finite number or a boolean (kept as its text, `200` as `"200"`). */
+export type LabelValue = string | number | boolean;
+
 export interface PluginCounter {
-  /** Adds `n` (default 1) to the series with these label values (in declared order). */
-  inc(n?: number, ...labelValues: string[]): void;
+  /** Adds `n` (default 1; finite, not negative) to the series with these label values (in declared order). */
+  inc(n?: number, ...labelValues: LabelValue[]): void;
 }
 
 /** Gauge of a plugin's own series. */
 export interface PluginGauge {
-  set(value: number, ...labelValues: string[]): void;
+  /** Sets the series with these label values to `value` (finite). */
+  set(value: number, ...labelValues: LabelValue[]): void;
 }
 
 /** The plugin's metrics: names must start with `sluice_plugin_`; series survive reloads. */
