@@ -27,6 +27,14 @@ export interface Outcome {
   reply: string | null;
 }
 
+/** Told of a stream's content tokens as they arrive; the drivers pass their phase's `Recorder`. */
+export interface StreamObserver {
+  /** A content token arrived at `at` (`performance.now()` ms). */
+  noteToken(at: number): void;
+  /** `ms` passed since the stream's previous token. */
+  recordGap(ms: number): void;
+}
+
 interface ChunkChoice {
   delta?: { content?: string | null };
   text?: string;
@@ -76,8 +84,8 @@ export class HttpSender {
     return this.inFlight.size;
   }
 
-  /** Sends `req`; `onGap` gets each inter-token gap in ms. Resolves when the response is complete or failed. */
-  async send(req: PlannedRequest, onGap: (ms: number) => void): Promise<Outcome> {
+  /** Sends `req`; `observer` hears of each streamed token as it arrives. Resolves when the response is complete or failed. */
+  async send(req: PlannedRequest, observer: StreamObserver): Promise<Outcome> {
     const origin = this.origins[this.next++ % this.origins.length] as string;
     const controller = new AbortController();
     let reason: string | undefined;
@@ -112,7 +120,7 @@ export class HttpSender {
         await res.body.dump({ limit: 1 << 20 });
         out.error = `http_${res.statusCode}`;
       } else if (req.stream) {
-        await this.readStream(res.body, req.session !== null, out, onGap);
+        await this.readStream(res.body, req.session !== null, out, observer);
       } else {
         const text = await res.body.text();
         if (req.session !== null) out.reply = replyOf(text);
@@ -141,7 +149,7 @@ export class HttpSender {
     body: AsyncIterable<Uint8Array>,
     keepText: boolean,
     out: Outcome,
-    onGap: (ms: number) => void,
+    observer: StreamObserver,
   ): Promise<void> {
     let last = 0;
     let done = false;
@@ -166,8 +174,9 @@ export class HttpSender {
       const text = choice?.delta?.content ?? choice?.text ?? '';
       if (text === '') return;
       const now = performance.now();
+      observer.noteToken(now);
       if (out.firstTokenAt === null) out.firstTokenAt = now;
-      else onGap(now - last);
+      else observer.recordGap(now - last);
       last = now;
       out.tokens++;
       if (keepText) parts.push(text);

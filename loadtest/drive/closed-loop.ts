@@ -18,7 +18,7 @@ export async function runClosedLoop(phase: Phase, connections: number): Promise<
       planned++;
       pending++;
       const sentAt = performance.now();
-      const promise = sender.send(req, (gap) => recorder.recordGap(gap));
+      const promise = sender.send(req, recorder);
       recorder.noteSent(sentAt, sentAt, sender.active);
       const outcome = await promise;
       pending--;

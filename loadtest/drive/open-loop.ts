@@ -59,7 +59,7 @@ export async function runOpenLoop(
       return;
     }
     pending++;
-    const promise = sender.send(req, (gap) => recorder.recordGap(gap));
+    const promise = sender.send(req, recorder);
     recorder.noteSent(intendedAt, performance.now(), sender.active);
     void promise.then((outcome) => {
       pending--;

@@ -6,7 +6,7 @@
  */
 
 import type { Histogram } from 'hdr-histogram-js';
-import type { Outcome } from '../client/http-sender.js';
+import type { Outcome, StreamObserver } from '../client/http-sender.js';
 import type { PlannedRequest, RequestKind } from '../workload/planned-request.js';
 import { createLatencyHistogram, percentileMs, recordMs } from './latency-histogram.js';
 
@@ -42,7 +42,7 @@ function newGroup(): GroupStats {
 }
 
 /** Records one phase. `phaseStart` is the `performance.now()` the phase's intended times count from. */
-export class Recorder {
+export class Recorder implements StreamObserver {
   readonly e2e = createLatencyHistogram();
   readonly ttft = createLatencyHistogram();
   readonly itl = createLatencyHistogram();
@@ -69,7 +69,10 @@ export class Recorder {
   sendingEndedAt: number | null = null;
   /** Most requests in flight at once. */
   peakInFlight = 0;
-  /** Output tokens received in streams. */
+  /**
+   * Output tokens received in streams while sending went on (the streamed tokens/s numerator), as
+   * they arrive: tokens of the drain are left out, like `okWhileSending`'s drain completions.
+   */
   streamTokens = 0;
   private interval = createLatencyHistogram(true);
   private intervalOk = 0;
@@ -96,7 +99,6 @@ export class Recorder {
     this.completed++;
     for (const g of [tenant, kind, bucket]) if (g !== undefined) g.requests++;
     if (outcome.status !== 0) this.statuses.set(outcome.status, (this.statuses.get(outcome.status) ?? 0) + 1);
-    this.streamTokens += outcome.tokens;
     if (outcome.error !== null) {
       if (outcome.status !== 0) recordMs(this.errorE2e, outcome.endAt - intendedAt);
       this.fail(outcome.error, tenant, kind, bucket);
@@ -138,6 +140,11 @@ export class Recorder {
     this.requests++;
     this.completed++;
     this.fail(category);
+  }
+
+  /** Counts a stream's token that arrived at `at` (`performance.now()` ms) if sending was still going on. */
+  noteToken(at: number): void {
+    if (this.sendingEndedAt === null || at <= this.sendingEndedAt) this.streamTokens++;
   }
 
   /** Records one gap between two tokens of a stream, ms. */

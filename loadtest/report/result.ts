@@ -106,7 +106,10 @@ export interface LoadtestResult {
     offered_per_s: number;
     /** Successes completed while sending went on, per second of it: the throughput (drain completions excluded). */
     ok_per_s: number;
-    /** Streamed output tokens received per second of the sending phase. */
+    /**
+     * Streamed output tokens received while sending went on, per second of it (tokens of the drain
+     * excluded, as for ok_per_s).
+     */
     stream_tokens_per_s: number;
   };
   latency_ms: {
