@@ -23,6 +23,11 @@ export interface Outcome {
   firstTokenAt: number | null;
   /** Tokens (content events) received in a stream. */
   tokens: number;
+  /**
+   * Gaps between consecutive tokens of a stream, ms, in arrival order (empty otherwise); kept with the
+   * outcome so that only the gaps of streams that complete are recorded.
+   */
+  gaps: number[];
   /** The assistant text, when the request belongs to a chat session; else null. */
   reply: string | null;
 }
@@ -31,8 +36,6 @@ export interface Outcome {
 export interface StreamObserver {
   /** A content token arrived at `at` (`performance.now()` ms). */
   noteToken(at: number): void;
-  /** `ms` passed since the stream's previous token. */
-  recordGap(ms: number): void;
 }
 
 interface ChunkChoice {
@@ -102,6 +105,7 @@ export class HttpSender {
       endAt: 0,
       firstTokenAt: null,
       tokens: 0,
+      gaps: [],
       reply: null,
     };
     try {
@@ -176,7 +180,7 @@ export class HttpSender {
       const now = performance.now();
       observer.noteToken(now);
       if (out.firstTokenAt === null) out.firstTokenAt = now;
-      else observer.recordGap(now - last);
+      else out.gaps.push(now - last);
       last = now;
       out.tokens++;
       if (keepText) parts.push(text);

@@ -75,6 +75,7 @@ export async function runAutocannonLoop(
       endAt: now,
       firstTokenAt: null,
       tokens: 0,
+      gaps: [],
       reply: ok && plan.session !== null && a !== null ? replyOf(a.body) : null,
     };
     recorder.noteSent(outcome.sentAt, outcome.sentAt, connections);

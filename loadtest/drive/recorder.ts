@@ -48,7 +48,7 @@ export class Recorder implements StreamObserver {
   readonly itl = createLatencyHistogram();
   /** Actual send time minus intended send time (open loop): the generator's own lateness. */
   readonly sendLag = createLatencyHistogram();
-  /** Intended send to the answer of failed requests that got an HTTP answer (e.g. a fast 503). */
+  /** Intended send to the answer of requests answered with an error status (>= 400, e.g. a fast 503). */
   readonly errorE2e = createLatencyHistogram();
   /** Responses by HTTP status code. */
   readonly statuses = new Map<number, number>();
@@ -100,7 +100,8 @@ export class Recorder implements StreamObserver {
     for (const g of [tenant, kind, bucket]) if (g !== undefined) g.requests++;
     if (outcome.status !== 0) this.statuses.set(outcome.status, (this.statuses.get(outcome.status) ?? 0) + 1);
     if (outcome.error !== null) {
-      if (outcome.status !== 0) recordMs(this.errorE2e, outcome.endAt - intendedAt);
+      // A 200 stream cut by the drain or broken midway is a failure, but not an error answer.
+      if (outcome.status >= 400) recordMs(this.errorE2e, outcome.endAt - intendedAt);
       this.fail(outcome.error, tenant, kind, bucket);
       return;
     }
@@ -117,6 +118,7 @@ export class Recorder implements StreamObserver {
       recordMs(g.e2e, e2eMs);
     }
     bucket.ok++;
+    for (const gap of outcome.gaps) recordMs(this.itl, gap);
     if (outcome.firstTokenAt !== null) {
       const ttftMs = outcome.firstTokenAt - intendedAt;
       recordMs(this.ttft, ttftMs);
@@ -145,11 +147,6 @@ export class Recorder implements StreamObserver {
   /** Counts a stream's token that arrived at `at` (`performance.now()` ms) if sending was still going on. */
   noteToken(at: number): void {
     if (this.sendingEndedAt === null || at <= this.sendingEndedAt) this.streamTokens++;
-  }
-
-  /** Records one gap between two tokens of a stream, ms. */
-  recordGap(ms: number): void {
-    recordMs(this.itl, ms);
   }
 
   /** True once connections were refused repeatedly and nothing succeeded: the target is not there. */

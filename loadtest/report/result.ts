@@ -117,11 +117,11 @@ export interface LoadtestResult {
     e2e: LatencySummary;
     /** Intended send to first token, successful streams. */
     ttft: LatencySummary;
-    /** Gaps between consecutive tokens of streams. */
+    /** Gaps between consecutive tokens of streams that completed successfully. */
     itl: LatencySummary;
     /** Open loop: how late the generator sent requests. */
     send_lag: LatencySummary;
-    /** Intended send to the answer, for requests answered with an error status (rejections). */
+    /** Intended send to the answer, for requests answered with an error status, 4xx or 5xx (rejections). */
     error_e2e?: LatencySummary;
   };
   /** Responses by HTTP status. */

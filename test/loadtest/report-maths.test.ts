@@ -69,6 +69,7 @@ describe('report maths', () => {
       endAt: 1250,
       firstTokenAt: 1120,
       tokens: 3,
+      gaps: [],
       reply: null,
     };
     rec.record(plan(0), 1000, ok);
