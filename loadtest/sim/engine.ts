@@ -211,6 +211,7 @@ export class SimEngine implements Stepper {
         // next one at the earlier one's end): the timer's lateness does not add up batch after batch.
         job.embedDueAt = start + job.embedMs * this.timeScale();
         job.timer = setTimeout(this.onEmbedTimer, Math.max(0, Math.ceil(job.embedDueAt - nowMs())), job);
+        job.sink.onStart?.(job);
         continue;
       }
       if (budget <= 0) return;
@@ -231,6 +232,7 @@ export class SimEngine implements Stepper {
       job.prefillLeft = Math.max(1, job.promptTokens - hitTokens);
       job.state = JobState.prefill;
       budget -= this.planPrefill(job, budget);
+      job.sink.onStart?.(job);
     }
   }
 

@@ -50,7 +50,17 @@ export function sendJson(
   headers?: OutgoingHttpHeaders,
 ): void {
   if (isGone(res) || res.headersSent) return;
-  const text = JSON.stringify(body);
+  sendJsonText(res, status, JSON.stringify(body), headers);
+}
+
+/** Writes a complete JSON response already serialised (`text`, or its UTF-8 bytes); as `sendJson`. */
+export function sendJsonText(
+  res: ServerResponse,
+  status: number,
+  text: string | Buffer,
+  headers?: OutgoingHttpHeaders,
+): void {
+  if (isGone(res) || res.headersSent) return;
   res.writeHead(status, {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(text),

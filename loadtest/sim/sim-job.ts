@@ -23,6 +23,11 @@ export type JobState = (typeof JobState)[keyof typeof JobState];
 
 /** Receives a job's progress. Calls happen synchronously from engine timers, never after cancellation. */
 export interface JobSink {
+  /**
+   * The job took a slot: its modelled time runs from now. Optional; an embeddings exchange builds its
+   * answer here, so that the work overlaps the modelled wait instead of following it.
+   */
+  onStart?(job: SimJob): void;
   /** Output token `index` (0-based) of a generate job has been produced. */
   onToken(job: SimJob, index: number): void;
   /** The job completed: every token emitted, or the embeddings batch computed. */
