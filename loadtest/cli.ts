@@ -174,9 +174,10 @@ async function jobsCrash(
 }
 
 /**
- * Runs `sluice loadtest` with `argv` (the arguments after `loadtest`). Resolves 0 on success, 1 when
- * a run could not be carried out (refused target, Sluice or fleet did not start), 2 for bad arguments,
- * an invalid scenario or an unreadable result file.
+ * Runs `sluice loadtest` with `argv` (the arguments after `loadtest`). Resolves 0 on success (an
+ * interrupted run that measured something included), 1 when a run could not be carried out (refused
+ * target, Sluice or fleet did not start, interrupted before anything was measured), 2 for bad
+ * arguments, an invalid scenario or an unreadable result file.
  */
 export async function runLoadtestCli(argv: string[], io: LoadtestCliIo = {}): Promise<number> {
   // A reader that goes away (`| head`) must not end the run: the result files are still written.

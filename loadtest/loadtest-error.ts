@@ -22,6 +22,8 @@ export const LoadtestErrorCode = {
   outputFailed: 'SLUICE_LOADTEST_OUTPUT_FAILED',
   /** A command-line argument is wrong. */
   usage: 'SLUICE_LOADTEST_USAGE',
+  /** Interrupted (Ctrl-C, SIGTERM) before the measured phase started: nothing was measured or written. */
+  interrupted: 'SLUICE_LOADTEST_INTERRUPTED',
 } as const;
 export type LoadtestErrorCode = (typeof LoadtestErrorCode)[keyof typeof LoadtestErrorCode];
 

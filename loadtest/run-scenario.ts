@@ -35,7 +35,10 @@ export interface RunOptions {
   log?: (line: string) => void;
   /** Warnings (a node_metrics URL that cannot be read), shown even when progress is not. Default: `log`. */
   warn?: (line: string) => void;
-  /** Stops sending early (e.g. on Ctrl-C); the results so far are reported. */
+  /**
+   * Stops sending early (e.g. on Ctrl-C); the results so far are reported. Aborted before the
+   * measured phase starts (during the warm-up), the variant rejects with `SLUICE_LOADTEST_INTERRUPTED`.
+   */
   signal?: AbortSignal;
 }
 
@@ -124,11 +127,19 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       stoppedAt: null,
     });
     const inFlight = driver === 'autocannon' ? () => null : () => sender?.active ?? 0;
-    if (spec.warmupS > 0 && !signal.aborted) {
+    const warmsUp = spec.warmupS > 0 && !signal.aborted;
+    if (warmsUp) {
       const warm = new Recorder(spec.workload.tenants.length, performance.now());
       const stop = startProgress(`${label} warm-up`, warm, spec.warmupS * 1000, inFlight, log);
       await runPhase(spec, driver, makePhase(spec.warmupS * 1000, warm), origins).finally(stop);
       if (warm.targetRefused()) throw refused(origins);
+    }
+    // Nothing measured yet: an empty result would report nothing and replace an earlier one's files.
+    if (signal.aborted) {
+      throw new LoadtestError(
+        LoadtestErrorCode.interrupted,
+        `${label}: interrupted ${warmsUp ? 'during warm-up' : 'before the measured phase'}; nothing measured, no result files written`,
+      );
     }
     const before: NodeSample[] = (await probe?.sample()) ?? [];
     const cpuBefore = await sluicesCpu(sluices);
@@ -224,7 +235,11 @@ function refused(origins: string[]): LoadtestError {
   );
 }
 
-/** Runs the scenario's variants in turn (or the one named in `opts.variant`). */
+/**
+ * Runs the scenario's variants in turn (or the one named in `opts.variant`). Rejects with
+ * `SLUICE_LOADTEST_INTERRUPTED` when interrupted before anything was measured; interrupted before a
+ * later variant's measured phase, it resolves to the variants measured so far.
+ */
 export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Promise<LoadtestResult[]> {
   const runs =
     opts.variant === undefined ? scenario.runs : scenario.runs.filter((r) => r.variant === opts.variant);
@@ -237,7 +252,22 @@ export async function runScenario(scenario: Scenario, opts: RunOptions = {}): Pr
   const results: LoadtestResult[] = [];
   for (const spec of runs) {
     if (opts.signal?.aborted === true) break;
-    results.push(await runVariant(spec, opts));
+    try {
+      results.push(await runVariant(spec, opts));
+    } catch (err) {
+      // The variants measured before the interruption are still reported.
+      const interrupted = err instanceof LoadtestError && err.code === LoadtestErrorCode.interrupted;
+      if (!interrupted || results.length === 0) throw err;
+      (opts.warn ?? opts.log)?.(`sluice loadtest: ${err.message}`);
+      break;
+    }
+  }
+  // Only an interruption before the first variant leaves nothing.
+  if (results.length === 0) {
+    throw new LoadtestError(
+      LoadtestErrorCode.interrupted,
+      `${scenario.name}: interrupted before the first variant started; nothing measured, no result files written`,
+    );
   }
   return results;
 }
