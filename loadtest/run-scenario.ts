@@ -23,7 +23,7 @@ import { buildResult } from './report/build-result.js';
 import type { LoadtestResult } from './report/result.js';
 import { expandTemplate } from './scenario/sluice-config-template.js';
 import type { RunSpec, Scenario } from './scenario/scenario-types.js';
-import { RequestSource } from './workload/request-source.js';
+import { RequestSource, statsSince } from './workload/request-source.js';
 
 /** Options of a run. */
 export interface RunOptions {
@@ -146,6 +146,8 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
     const pluginsBefore = await pluginSeries(adminUrls);
     const startedAt = new Date();
     const recorder = new Recorder(spec.workload.tenants.length, performance.now());
+    // The source served the warm-up too: the result counts the measured phase's sessions only.
+    const sourceBefore = source.stats();
     const phase = makePhase(durationMs, recorder);
     const stop = startProgress(label, recorder, durationMs, inFlight, log);
     await runPhase(spec, driver, phase, origins).finally(stop);
@@ -167,7 +169,7 @@ export async function runVariant(spec: RunSpec, opts: RunOptions = {}): Promise<
       sluiceCpuS: cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore,
       nodesBefore: before,
       nodesAfter: after,
-      source: source.stats(),
+      source: statsSince(sourceBefore, source.stats()),
       stoppedEarly: signal.aborted ? 'interrupted' : null,
       ...(pluginsAfter === null || pluginsAfter.size === 0
         ? {}

@@ -132,6 +132,7 @@ export interface LoadtestResult {
   kinds: GroupResult[];
   nodes: NodeResult[];
   prefix_cache: { query_tokens: number; hit_tokens: number; hit_rate: number | null };
+  /** Chat sessions started, and turns that found every session busy, in the measured phase (not the warm-up). */
   sessions: { started: number; overflows: number };
   generator: { peak_in_flight: number };
   timeline: TimelinePoint[];

@@ -46,6 +46,14 @@ export interface SourceStats {
   sessionOverflows: number;
 }
 
+/** The counters of `now` less those of an earlier snapshot `before`: what happened in between. */
+export function statsSince(before: SourceStats, now: SourceStats): SourceStats {
+  return {
+    sessionsStarted: now.sessionsStarted - before.sessionsStarted,
+    sessionOverflows: now.sessionOverflows - before.sessionOverflows,
+  };
+}
+
 /** Plans the requests of one run. */
 export class RequestSource {
   private readonly tenantRng: SeededRandom;
@@ -107,7 +115,7 @@ export class RequestSource {
     return mix.kind === 'embedding' ? this.embedding(mix, tenant) : this.chat(mix, mixIndex, tenant);
   }
 
-  /** Session counters so far. */
+  /** Session counters since the source was created (warm-up included; see `statsSince`). */
   stats(): SourceStats {
     let overflows = 0;
     for (const p of this.pools.values()) overflows += p.overflows;
