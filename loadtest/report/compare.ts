@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { LoadtestError, LoadtestErrorCode } from '../loadtest-error.js';
 import { RESULT_FORMAT, type LatencySummary, type LoadtestResult } from './result.js';
 import { fmtMs, fmtNum, fmtPct, textTable } from './text-table.js';
+import { THIN_TAIL_LEGEND, tooFewFor } from './thin-tail.js';
 
 /** One compared figure. */
 export interface CompareRow {
@@ -18,24 +19,48 @@ export interface CompareRow {
   ratio: number | null;
   /** How to print the values. */
   unit: 'ms' | 'per_s' | 'fraction' | 'us' | 'count';
+  /** Per side: a percentile with too few samples behind it, so only the largest sample (printed with `*`). */
+  thin: { a: boolean; b: boolean };
 }
+
+/** Neither side is marked. */
+const NOT_THIN: CompareRow['thin'] = { a: false, b: false };
 
 /** b / a, or null when undefined. */
 export function ratioOf(a: number | null, b: number | null): number | null {
   return a === null || b === null || a === 0 ? null : b / a;
 }
 
-function row(metric: string, unit: CompareRow['unit'], a: number | null, b: number | null): CompareRow {
-  return { metric, a, b, ratio: ratioOf(a, b), unit };
+function row(
+  metric: string,
+  unit: CompareRow['unit'],
+  a: number | null,
+  b: number | null,
+  thin = NOT_THIN,
+): CompareRow {
+  return { metric, a, b, ratio: ratioOf(a, b), unit, thin };
+}
+
+/** Percentile `p` of two series of `countA` and `countB` samples, each side marked when too few. */
+function percentileRow(
+  metric: string,
+  p: number,
+  a: number | null,
+  b: number | null,
+  countA: number,
+  countB: number,
+): CompareRow {
+  return row(metric, 'ms', a, b, { a: tooFewFor(p, countA), b: tooFewFor(p, countB) });
 }
 
 function latencyRows(name: string, a: LatencySummary, b: LatencySummary): CompareRow[] {
   if (a.count === 0 && b.count === 0) return [];
   return [
-    row(`${name} p50`, 'ms', a.p50_ms, b.p50_ms),
-    row(`${name} p90`, 'ms', a.p90_ms, b.p90_ms),
-    row(`${name} p99`, 'ms', a.p99_ms, b.p99_ms),
-    row(`${name} p99.9`, 'ms', a.p999_ms, b.p999_ms),
+    row(`${name} count`, 'count', a.count, b.count),
+    percentileRow(`${name} p50`, 50, a.p50_ms, b.p50_ms, a.count, b.count),
+    percentileRow(`${name} p90`, 90, a.p90_ms, b.p90_ms, a.count, b.count),
+    percentileRow(`${name} p99`, 99, a.p99_ms, b.p99_ms, a.count, b.count),
+    percentileRow(`${name} p99.9`, 99.9, a.p999_ms, b.p999_ms, a.count, b.count),
     row(`${name} max`, 'ms', a.max_ms, b.max_ms),
   ];
 }
@@ -62,9 +87,11 @@ export function compareResults(a: LoadtestResult, b: LoadtestResult): CompareRow
     ...latencyRows('e2e', a.latency_ms.e2e, b.latency_ms.e2e),
     ...latencyRows('TTFT', a.latency_ms.ttft, b.latency_ms.ttft),
   ];
-  if (a.latency_ms.itl.count > 0 || b.latency_ms.itl.count > 0) {
-    rows.push(row('inter-token p50', 'ms', a.latency_ms.itl.p50_ms, b.latency_ms.itl.p50_ms));
-    rows.push(row('inter-token p99', 'ms', a.latency_ms.itl.p99_ms, b.latency_ms.itl.p99_ms));
+  const [ia, ib] = [a.latency_ms.itl, b.latency_ms.itl];
+  if (ia.count > 0 || ib.count > 0) {
+    rows.push(row('inter-token count', 'count', ia.count, ib.count));
+    rows.push(percentileRow('inter-token p50', 50, ia.p50_ms, ib.p50_ms, ia.count, ib.count));
+    rows.push(percentileRow('inter-token p99', 99, ia.p99_ms, ib.p99_ms, ia.count, ib.count));
   }
   rows.push(row('prefix cache hit rate', 'fraction', a.prefix_cache.hit_rate, b.prefix_cache.hit_rate));
   rows.push(row('mean node utilisation', 'fraction', meanUtilisation(a), meanUtilisation(b)));
@@ -93,7 +120,10 @@ function fmt(v: number | null, unit: CompareRow['unit']): string {
   return fmtNum(v);
 }
 
-/** The comparison as lines: a header naming both runs, then one row per figure. */
+/**
+ * The comparison as lines: a header naming both runs, then one row per figure; a legend under it
+ * when a percentile is marked `*` (too few samples).
+ */
 export function renderComparison(
   a: LoadtestResult,
   b: LoadtestResult,
@@ -104,11 +134,12 @@ export function renderComparison(
   for (const r of rows)
     table.push([
       r.unit === 'ms' ? `${r.metric} (ms)` : r.metric,
-      fmt(r.a, r.unit),
-      fmt(r.b, r.unit),
+      fmt(r.a, r.unit) + (r.thin.a ? '*' : ''),
+      fmt(r.b, r.unit) + (r.thin.b ? '*' : ''),
       r.ratio === null ? '-' : r.ratio.toFixed(2),
     ]);
-  return textTable(table);
+  const thin = rows.some((r) => r.thin.a || r.thin.b);
+  return thin ? [...textTable(table), THIN_TAIL_LEGEND] : textTable(table);
 }
 
 /** Reads and checks a result file; rejects with `SLUICE_LOADTEST_RESULT_INVALID`. */

@@ -6,14 +6,16 @@
 
 import type { GroupResult, LatencySummary, LoadtestResult } from './result.js';
 import { fmtInt, fmtMs, fmtNum, fmtPct, textTable } from './text-table.js';
+import { hasThinMark, markThin, THIN_TAIL_LEGEND } from './thin-tail.js';
 
+/** One row of the latency table; a percentile with too few samples behind it is marked `*`. */
 function latencyRow(name: string, s: LatencySummary): string[] {
   return [
     name,
-    fmtMs(s.p50_ms),
-    fmtMs(s.p90_ms),
-    fmtMs(s.p99_ms),
-    fmtMs(s.p999_ms),
+    markThin(fmtMs(s.p50_ms), 50, s.count),
+    markThin(fmtMs(s.p90_ms), 90, s.count),
+    markThin(fmtMs(s.p99_ms), 99, s.count),
+    markThin(fmtMs(s.p999_ms), 99.9, s.count),
     fmtMs(s.max_ms),
     fmtMs(s.mean_ms),
     fmtInt(s.count),
@@ -90,7 +92,9 @@ export function renderReport(r: LoadtestResult): string[] {
   if (l.ttft.count > 0) rows.push(latencyRow('TTFT', l.ttft));
   if (l.itl.count > 0) rows.push(latencyRow('inter-token', l.itl));
   if (l.error_e2e !== undefined && l.error_e2e.count > 0) rows.push(latencyRow('error answers', l.error_e2e));
-  out.push(...textTable(rows), '');
+  out.push(...textTable(rows));
+  if (hasThinMark(rows)) out.push(THIN_TAIL_LEGEND);
+  out.push('');
   out.push(`statuses: ${counts(r.statuses)}`, `errors:   ${counts(r.errors)}`, '');
   if (r.plugin_metrics !== undefined) out.push(...pluginLines(r.plugin_metrics), '');
   out.push(...groupTable('tenant', r.tenants), '');

@@ -6,6 +6,7 @@
 
 import type { LoadtestResult } from './result.js';
 import { fmtMs, fmtNum, fmtPct, textTable } from './text-table.js';
+import { hasThinMark, markThin, THIN_TAIL_LEGEND } from './thin-tail.js';
 
 /** A value with its ratio to the baseline's, `812.0 (0.61×)`; the baseline itself without one. */
 function withRatio(text: string, v: number | null, base: number | null, first: boolean): string {
@@ -42,16 +43,17 @@ export function renderVariantsSummary(results: readonly LoadtestResult[]): strin
       r.variant,
       fmtNum(r.requests.ok_per_s),
       withRatio(fmtPct(r.prefix_cache.hit_rate), r.prefix_cache.hit_rate, base.prefix_cache.hit_rate, first),
-      withRatio(fmtMs(t.p50_ms), t.p50_ms, bt.p50_ms, first),
-      withRatio(fmtMs(t.p99_ms), t.p99_ms, bt.p99_ms, first),
-      withRatio(fmtMs(t.p999_ms), t.p999_ms, bt.p999_ms, first),
-      withRatio(fmtMs(e.p50_ms), e.p50_ms, be.p50_ms, first),
-      withRatio(fmtMs(e.p99_ms), e.p99_ms, be.p99_ms, first),
+      withRatio(markThin(fmtMs(t.p50_ms), 50, t.count), t.p50_ms, bt.p50_ms, first),
+      withRatio(markThin(fmtMs(t.p99_ms), 99, t.count), t.p99_ms, bt.p99_ms, first),
+      withRatio(markThin(fmtMs(t.p999_ms), 99.9, t.count), t.p999_ms, bt.p999_ms, first),
+      withRatio(markThin(fmtMs(e.p50_ms), 50, e.count), e.p50_ms, be.p50_ms, first),
+      withRatio(markThin(fmtMs(e.p99_ms), 99, e.count), e.p99_ms, be.p99_ms, first),
       fmtPct(share(r)),
     ]);
   });
   return [
     `${base.scenario}: variants side by side (latencies in ms; ratio to ${base.variant})`,
     ...textTable(rows),
+    ...(hasThinMark(rows) ? [THIN_TAIL_LEGEND] : []),
   ];
 }
