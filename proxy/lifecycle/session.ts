@@ -986,6 +986,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       );
     }
     this.rec.bytes += body.length;
+    this.plug?.batchAnswered(body);
     this.downstream.reply(status, headers, body, this.host.draining);
     this.finish();
   }
@@ -1241,8 +1242,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       route.stats.duration.recordMs(now - this.startMs);
     }
     this.rec.onDone(this, now, gate, used);
-    if (this.plug !== null) this.plug.done();
-    this.plan.release();
+    // An onDone hook still pending keeps the plan (its plugin instances close with it) until it settles.
+    if (this.plug === null || !this.plug.done()) this.plan.release();
     this.host.sessionDone(this);
   }
 }

@@ -115,6 +115,8 @@ export class PluginRun implements PluginRequest {
    * the node's next chunk shows that the drain came, and clears it.
    */
   private downstreamFull = false;
+  /** An onDone hook was pending when the request finished: the plan is released when it settles. */
+  private holdsPlan = false;
   /** While a head or chunk hook is pending: chunks (null = the end) that arrived meanwhile. */
   private holding = false;
   private held: (Buffer | null)[] | null = null;
@@ -355,8 +357,18 @@ export class PluginRun implements PluginRequest {
     if (!this.s.finished && !this.downstreamFull) this.controller?.resume();
   }
 
+  /**
+   * A micro-batch answered the request with `body` (the response phases do not run for it): onDone
+   * sees its usage and its time to first byte, as for an answer from a node.
+   */
+  batchAnswered(body: Buffer): void {
+    this.newest = body;
+    this.earlier = null;
+    this.ttfbMs = nowMs() - this.s.startMs;
+  }
+
   /** Runs the onDone hooks (from Session.finish, exactly once) and drops anything pending. */
-  done(): void {
+  done(): boolean {
     if (this.waitHooks !== null) this.abandon();
     this.waitSeq++;
     this.waitHooks = null;
@@ -368,9 +380,12 @@ export class PluginRun implements PluginRequest {
     this.doneMs = nowMs();
     const chain = this.chain;
     const hooks = chain !== null ? chain.onDone : (this.pre?.done ?? null);
-    if (hooks === null || hooks.length === 0) return;
+    if (hooks === null || hooks.length === 0) return false;
     this.phaseNo = Phase.done;
-    this.runPhase(hooks, 0);
+    // A pending onDone hook keeps the request's plan (and so its plugin instances, which close
+    // with the plan) until the phase completes: the session leaves the release to phaseComplete.
+    this.holdsPlan = !this.runPhase(hooks, 0);
+    return this.holdsPlan;
   }
 
   // ---- the hook loop ----
@@ -551,6 +566,12 @@ export class PluginRun implements PluginRequest {
       case Phase.responseChunk:
         this.emit(this.out, this.chunk);
         this.release();
+        return;
+      case Phase.done:
+        if (this.holdsPlan) {
+          this.holdsPlan = false;
+          s.plan.release();
+        }
         return;
       default:
         return;
