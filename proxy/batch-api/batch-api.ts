@@ -10,10 +10,11 @@ import { Errors } from '../lifecycle/errors.js';
 import type { LocalEndpoints } from '../lifecycle/local-endpoints.js';
 import type { Session } from '../lifecycle/session.js';
 import type { JobBackend, ListOptions } from '../jobs/job-backend.js';
-import type { CreateFileParams } from '../jobs/job-store.js';
+import type { BatchOrigin, CreateFileParams } from '../jobs/job-store.js';
 import { JobError, JobErrors, type JobErrorKind } from '../jobs/job-errors.js';
 import {
   hashIdempotentRequest,
+  idempotencyCredential,
   scopeIdempotencyKey,
   type IdempotencyStore,
   type StoredResponse,
@@ -56,6 +57,11 @@ export interface BatchApiStats {
 const JSON_HEADERS = ['content-type', 'application/json'];
 /** Longest accepted `Idempotency-Key`, characters. */
 const MAX_KEY_LENGTH = 255;
+/**
+ * Request headers a durable batch never keeps for its items, even when a route matches on one: the
+ * caller's credentials (items run as the batch's tenant) and cookies.
+ */
+const NEVER_KEPT = new Set(['authorization', 'x-api-key', 'cookie', 'proxy-authorization']);
 /** Request headers not copied onto the items of a synchronous batch. */
 const NOT_FOR_ITEMS = new Set([
   'content-length',
@@ -169,7 +175,14 @@ export class BatchApi implements LocalEndpoints {
         'Idempotency-Key',
       );
     }
-    const scoped = scopeIdempotencyKey(c.owner, s.method, s.path, key);
+    // Without a tenant the batch API knows nobody, but a route's plugin (auth-jwt) may: the key is
+    // also scoped by the caller's credentials (a digest), so another or no credential never gets a
+    // stored answer.
+    const anonymous = c.tenant === null || c.tenant.anonymous;
+    const credential = anonymous
+      ? idempotencyCredential(s.header('authorization'), s.header('x-api-key'))
+      : undefined;
+    const scoped = scopeIdempotencyKey(c.owner, s.method, s.path, key, credential);
     const hash = await this.requestHash(c, handler);
     let begun;
     try {
@@ -306,6 +319,7 @@ export class BatchApi implements LocalEndpoints {
           host: s.host,
           plan: s.plan,
           tenant: c.tenant,
+          hostName: s.hostName,
           headers,
           id: s.id,
           concurrency: c.cfg.sync.concurrency,
@@ -353,12 +367,16 @@ export class BatchApi implements LocalEndpoints {
         return errorReply(JobErrors.invalidRequest, `"${field}" must be a string`, field);
     }
     // The backend checks the endpoint and window against the same `batch_api` settings.
-    const batch = await this.backend.createBatch(c.owner, {
-      input_file_id: body['input_file_id'] as string,
-      endpoint: body['endpoint'] as string,
-      completion_window: body['completion_window'] as string,
-      metadata: (body['metadata'] ?? null) as Record<string, string> | null,
-    });
+    const batch = await this.backend.createBatch(
+      c.owner,
+      {
+        input_file_id: body['input_file_id'] as string,
+        endpoint: body['endpoint'] as string,
+        completion_window: body['completion_window'] as string,
+        metadata: (body['metadata'] ?? null) as Record<string, string> | null,
+      },
+      batchOrigin(c.s),
+    );
     return json(200, batch);
   };
 
@@ -403,6 +421,28 @@ function listOptions(url: string): ListOptions {
     opts.limit = n;
   }
   return opts;
+}
+
+/**
+ * What a durable batch keeps of the request that creates it, for its items: the host, and the
+ * headers some route of the current plan matches on (`match.headers`), credentials excepted.
+ * Routes added by a later reload that match on other headers do not see them.
+ */
+function batchOrigin(s: Session): BatchOrigin {
+  const names = new Set<string>();
+  for (const r of s.plan.config.routes) {
+    for (const name of Object.keys(r.match.headers ?? {})) {
+      const n = name.toLowerCase();
+      if (!NEVER_KEPT.has(n)) names.add(n);
+    }
+  }
+  const headers: string[] = [];
+  if (names.size > 0) {
+    for (let i = 0; i < s.headers.length; i += 2) {
+      if (names.has(s.headers[i]!)) headers.push(s.headers[i]!, s.headers[i + 1]!);
+    }
+  }
+  return { host: s.hostName, headers };
 }
 
 function toRecord(flat: readonly string[]): StoredResponse['headers'] {

@@ -5,11 +5,32 @@
  * or writes HTTP itself.
  */
 import type { Downstream } from '../lifecycle/downstream.js';
+import { getFlat } from '../lifecycle/headers.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Session, type SessionHost } from '../lifecycle/session.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
 import type { Tenant } from '../tenant/tenant-table.js';
+
+/**
+ * Why a finished item's answer is not a result although its status says success: a 2xx whose body
+ * is not a JSON object (an output line's or a result's `body` is always the node's JSON object, as
+ * OpenAI's is): an empty body, a gateway's HTML page, or JSON that is `null`, an array, a number or
+ * a string. Null when the answer is a result (a JSON object, or any non-2xx status). `parsed` is
+ * the body parsed as JSON, undefined when it is not JSON. The synchronous and the durable endpoint
+ * both word the failure with it.
+ */
+export function notJsonObject(r: InternalRequest, text: string, parsed: unknown): string | null {
+  if (r.status < 200 || r.status >= 300) return null;
+  if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return null;
+  let what: string;
+  if (text.length === 0) what = 'an empty body';
+  else if (parsed === undefined) what = `content-type "${getFlat(r.responseHeaders, 'content-type') ?? ''}"`;
+  else if (parsed === null) what = 'the JSON value null';
+  else if (Array.isArray(parsed)) what = 'a JSON array';
+  else what = `a JSON ${typeof parsed}`;
+  return `the node answered ${r.status} without a JSON object (${what})`;
+}
 
 /** Receives each finished internal request (once). */
 export interface InternalRequestOwner {
@@ -20,6 +41,11 @@ export interface InternalRequestOwner {
 export interface InternalCall {
   /** Path of the endpoint, e.g. `/v1/embeddings`. */
   path: string;
+  /**
+   * Host the item is sent to, lower-case without port (routes' `match.host`): the batch request's
+   * own for `POST /v1/batch`, the creating request's for a durable batch.
+   */
+  host: string;
   /** Forwarded headers, flat `[name, value, ...]`, lower-case names; content-type and x-request-id are added. */
   headers: readonly string[];
   body: Buffer;
@@ -71,7 +97,7 @@ export class InternalRequest implements Downstream, SessionHost {
     // No content-length: like a client's (which the head reader consumes), it is the forwarded
     // body's, and a plugin's onRequest may replace the body.
     const headers = [...call.headers, 'content-type', 'application/json', 'x-request-id', call.id];
-    const s = new Session(this, plan, this, call.id, 'POST', call.path, call.path, 'localhost', headers);
+    const s = new Session(this, plan, this, call.id, 'POST', call.path, call.path, call.host, headers);
     s.body = call.body;
     s.internal = true;
     s.tenantInfo = call.tenant;

@@ -1,6 +1,7 @@
 /**
  * Executes durable batch items through the proxy itself: each item becomes an in-process request
- * on the current plan, as its batch's tenant, at the jobs' admission class (the lowest by default),
+ * on the current plan, as its batch's tenant, with the host and route-matched headers of the
+ * request that created the batch, at the jobs' admission class (the lowest by default),
  * so batch work waits behind interactive traffic and obeys the same limits. A refusal by Sluice
  * itself (admission full, a rate limit) is waited out inside the same claim rather than spending
  * one of the item's attempts. It never touches the job database: the worker records results.
@@ -13,7 +14,7 @@ import type { ItemExecutor } from '../jobs/job-worker.js';
 import type { ItemResult, JobItem } from '../jobs/job-types.js';
 import type { Plan } from '../plan/plan.js';
 import type { Tenant } from '../tenant/tenant-table.js';
-import { InternalRequest, type InternalRequestOwner } from './internal-request.js';
+import { InternalRequest, notJsonObject, type InternalRequestOwner } from './internal-request.js';
 
 /** Shortest and longest wait before offering a refused item again, ms. */
 const MIN_WAIT_MS = 50;
@@ -70,22 +71,14 @@ export class ProxyItemExecutor implements ItemExecutor {
       try {
         parsed = JSON.parse(text);
       } catch {
-        parsed = text;
+        parsed = undefined;
       }
       // An output line's body is the node's JSON object (as OpenAI's always is): a 2xx without one
-      // (an HTML page from a gateway, an empty 200 or 204) is not a result but a failed attempt,
-      // retried like one, as the synchronous endpoint counts it failed.
-      if (
-        r.status >= 200 &&
-        r.status < 300 &&
-        (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
-      ) {
-        const type = getFlat(r.responseHeaders, 'content-type') ?? '';
-        throw new Error(
-          `the node answered ${r.status} without a JSON object (${text.length === 0 ? 'an empty body' : `content-type "${type}"`})`,
-        );
-      }
-      return { status: r.status, body: parsed };
+      // (an HTML page from a gateway, an empty 200 or 204, JSON null or an array) is not a result
+      // but a failed attempt, retried like one, as the synchronous endpoint counts it failed.
+      const problem = notJsonObject(r, text, parsed);
+      if (problem !== null) throw new Error(problem);
+      return { status: r.status, body: parsed === undefined ? text : parsed };
     }
   }
 
@@ -109,7 +102,10 @@ export class ProxyItemExecutor implements ItemExecutor {
       this.stats.dispatched++;
       r.run(plan, {
         path: item.url,
-        headers: [],
+        // As the creating request was sent: its host and the headers routes match on (never its
+        // credentials: the item runs as the batch's tenant, item.owner).
+        host: item.host,
+        headers: item.headers,
         body,
         id: `batch_req_${item.batchId}_${item.index}_${item.attempts}`,
         tenant,

@@ -9,7 +9,7 @@ import { rawElements, rawMember, repeatsMember, withoutMember } from '../lifecyc
 import type { SessionHost } from '../lifecycle/session.js';
 import type { Plan } from '../plan/plan.js';
 import type { Tenant } from '../tenant/tenant-table.js';
-import { InternalRequest, type InternalRequestOwner } from './internal-request.js';
+import { InternalRequest, notJsonObject, type InternalRequestOwner } from './internal-request.js';
 
 /** A request-level problem: the whole batch is refused with 400 and nothing runs. */
 export class SyncBatchInvalid extends Error {
@@ -115,6 +115,8 @@ export interface SyncBatchContext {
   host: SessionHost;
   plan: Plan;
   tenant: Tenant | null;
+  /** The batch request's host (lower-case, without port): every item is sent to it, as routes see it. */
+  hostName: string;
   /** Headers every item carries (the caller's, minus framing and ids). */
   headers: readonly string[];
   /** Request id of the batch; item i is `<id>-<i>`. */
@@ -193,6 +195,7 @@ export class SyncBatchRun implements InternalRequestOwner {
         this.live.add(r);
         r.run(this.ctx.plan, {
           path: this.request.endpoint,
+          host: this.ctx.hostName,
           headers: this.ctx.headers,
           body: items[i]!.body,
           id: `${this.ctx.id}-${i}`,
@@ -226,9 +229,10 @@ export class SyncBatchRun implements InternalRequestOwner {
 
 /**
  * One result: `{index, custom_id, status, status_code, body, error, attempts, latency_ms}`.
- * `status` is `succeeded` for a whole 2xx JSON answer, else `failed` with `error` taken from the
- * OpenAI error body when there is one. A body that is valid JSON is embedded as it came (no
- * re-serialisation); anything else is kept as a string.
+ * `status` is `succeeded` for a whole 2xx answer whose body is a JSON object, else `failed` with
+ * `error` taken from the OpenAI error body when there is one (a 2xx without a JSON object gets
+ * `request_failed`, worded as the durable error file words it). A body that is valid JSON is
+ * embedded as it came (no re-serialisation); anything else is kept as a string.
  */
 function renderResult(
   index: number,
@@ -251,15 +255,18 @@ function renderResult(
     parsed = undefined;
     bodyText = raw.length === 0 ? 'null' : JSON.stringify(raw);
   }
-  let ok = r.status >= 200 && r.status < 300 && parsed !== undefined && !r.truncated;
+  const notObject = r.truncated ? null : notJsonObject(r, raw, parsed);
+  const ok = r.status >= 200 && r.status < 300 && !r.truncated && notObject === null;
   let error = 'null';
   if (!ok) {
-    ok = false;
-    const e = (parsed as { error?: unknown } | undefined)?.error;
+    const e =
+      typeof parsed === 'object' && parsed !== null ? (parsed as { error?: unknown }).error : undefined;
     if (typeof e === 'object' && e !== null) error = JSON.stringify(e);
     else if (r.truncated)
       error =
         '{"message":"the node cut the response short","type":"server_error","code":"upstream_truncated"}';
+    else if (notObject !== null)
+      error = JSON.stringify({ message: notObject, type: 'server_error', code: 'request_failed' });
     else
       error = JSON.stringify({
         message: `the item failed with HTTP ${r.status}`,

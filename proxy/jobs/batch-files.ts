@@ -89,6 +89,14 @@ function renderedBytes(db: JobDb, batchId: string, kind: BatchFileKind): number 
 }
 
 /**
+ * SQL for the next file's `seq` (listing order): above every file's and every deleted file's kept
+ * place (`job_file_tombstones`), so a file made after a delete lists before a cursor naming it.
+ */
+export const NEXT_FILE_SEQ = `(SELECT MAX(
+  COALESCE((SELECT MAX(seq) FROM job_files), 0),
+  COALESCE((SELECT MAX(seq) FROM job_file_tombstones), 0)) + 1)`;
+
+/**
  * Moves a batch whose items are all done to its terminal `status` (`completed`, `cancelled` or
  * `expired`): registers an output file when some item completed and an error file when some failed
  * (both owned by the batch's owner), and stamps the matching `*_at` field. `nowS` is seconds since the epoch. Call inside a transaction.
@@ -106,7 +114,7 @@ export function finishBatch(
     const id = newId('file-');
     db.prepare(
       `INSERT INTO job_files (id, owner, seq, purpose, filename, bytes, created_at, content, batch_id, kind)
-       VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_files), 'batch_output', ?, ?, ?, NULL, ?, ?)`,
+       VALUES (?, ?, ${NEXT_FILE_SEQ}, 'batch_output', ?, ?, ?, NULL, ?, ?)`,
     ).run(
       id,
       counts.owner,

@@ -66,9 +66,31 @@ export function hashIdempotentRequest(method: string, path: string, body: string
     .digest('hex');
 }
 
-/** Scopes a client's key so two tenants (or two endpoints) never share one. */
-export function scopeIdempotencyKey(tenant: string, method: string, path: string, key: string): string {
-  return `${tenant}\u0000${method} ${path}\u0000${key}`;
+/**
+ * Scopes a client's key so two tenants (or two endpoints) never share one. `credential` (from
+ * `idempotencyCredential`) also keeps apart callers the tenant does not tell apart: without
+ * tenants, or as the anonymous tenant, a caller authenticated by a route's plugin (auth-jwt) must
+ * not be answered with another caller's stored response.
+ */
+export function scopeIdempotencyKey(
+  tenant: string,
+  method: string,
+  path: string,
+  key: string,
+  credential?: string,
+): string {
+  const scope = credential === undefined ? tenant : `${tenant}\u0000cred:${credential}`;
+  return `${scope}\u0000${method} ${path}\u0000${key}`;
+}
+
+/**
+ * A digest of a request's credentials (the `Authorization` and `x-api-key` values, either absent)
+ * for `scopeIdempotencyKey`: SHA-256, hex, so the store never holds a credential itself.
+ */
+export function idempotencyCredential(authorization: string | undefined, apiKey: string | undefined): string {
+  return createHash('sha256')
+    .update(JSON.stringify([authorization ?? null, apiKey ?? null]))
+    .digest('hex');
 }
 
 interface Entry {

@@ -13,6 +13,7 @@ import {
   unfinishedItems,
 } from './batch-files.js';
 import type { JobDb } from './job-db.js';
+import { storedOriginHeaders, UNKNOWN_ORIGIN } from './job-store.js';
 import type { ItemResult, JobItem } from './job-types.js';
 
 interface ClaimedRow {
@@ -52,7 +53,7 @@ export class ItemQueue {
    * Leases up to `max` runnable items to `workerId` for `leaseMs` ms, oldest batch and lowest input
    * index first. Runnable: pending, or leased with an expired lease (its worker died or it waits for
    * a retry that is due). Moves the items' batches from `validating` to `in_progress`. Each item
-   * carries its batch's owner.
+   * carries its batch's owner and origin (host, route-matched headers).
    */
   claim(workerId: string, max: number, leaseMs: number): JobItem[] {
     if (max <= 0) return [];
@@ -73,19 +74,27 @@ export class ItemQueue {
         const promote = this.db.prepare(
           "UPDATE job_batches SET status = 'in_progress', in_progress_at = ? WHERE id = ? AND status = 'validating'",
         );
-        const ownerOf = this.db.prepare('SELECT owner FROM job_batches WHERE id = ?').pluck();
-        const owners = new Map<string, string>();
+        const batchOf = this.db.prepare('SELECT owner, host, headers FROM job_batches WHERE id = ?');
+        const batches = new Map<string, { owner: string; host: string; headers: readonly string[] }>();
         for (const r of rows) {
-          if (owners.has(r.batch_id)) continue;
+          if (batches.has(r.batch_id)) continue;
           promote.run(Math.floor(now / 1000), r.batch_id);
-          owners.set(r.batch_id, ownerOf.get(r.batch_id) as string);
+          const b = batchOf.get(r.batch_id) as { owner: string; host: string | null; headers: string | null };
+          batches.set(r.batch_id, {
+            owner: b.owner,
+            // A batch stored before origins were kept runs as it did: localhost, no client headers.
+            host: b.host ?? UNKNOWN_ORIGIN.host,
+            headers: storedOriginHeaders(b.headers),
+          });
         }
         // RETURNING order is unspecified; hand items out in queue order.
         rows.sort((a, b) => a.id - b.id);
         return rows.map((r) => ({
           id: r.id,
           batchId: r.batch_id,
-          owner: owners.get(r.batch_id) ?? '',
+          owner: batches.get(r.batch_id)?.owner ?? '',
+          host: batches.get(r.batch_id)?.host ?? UNKNOWN_ORIGIN.host,
+          headers: batches.get(r.batch_id)?.headers ?? [],
           index: r.idx,
           customId: r.custom_id,
           method: r.method,

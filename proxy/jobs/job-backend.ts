@@ -8,7 +8,7 @@
  * are configured). A lookup by another owner behaves as if the id did not exist (404).
  */
 
-import type { CreateBatchParams, CreateFileParams } from './job-store.js';
+import type { BatchOrigin, CreateBatchParams, CreateFileParams } from './job-store.js';
 import type { ItemFailure, RecordOutcome } from './item-queue.js';
 import type { BatchObject, FileObject, ItemResult, JobItem, ListPage } from './job-types.js';
 
@@ -33,7 +33,11 @@ export interface JobBackend {
   createFile(owner: string, params: CreateFileParams): Promise<FileObject>;
   /** The file object; `JobError` 404 when unknown or owned by someone else. */
   getFile(owner: string, id: string): Promise<FileObject>;
-  /** Files of `owner` (uploads, output and error files), newest first. */
+  /**
+   * Files of `owner` (uploads, output and error files), newest first. `after` may name a file the
+   * owner deleted less than `DELETED_FILE_CURSOR_TTL_MS` ago (the page goes on after its place);
+   * an `after` that is neither is a `JobError` 400 with `param: after`.
+   */
   listFiles(owner: string, opts?: ListOptions): Promise<ListPage<FileObject>>;
   /** The content of a file, each line ending in `\n`: uploads as stored, output and error files in input order. */
   fileContent(owner: string, id: string): Promise<string>;
@@ -42,11 +46,15 @@ export interface JobBackend {
    * upload that a batch not yet terminal reads; 404 when unknown or another owner's.
    */
   deleteFile(owner: string, id: string): Promise<{ id: string; object: 'file'; deleted: true }>;
-  /** Creates a batch and stores every item before resolving (status `validating`, or `failed` with line errors). */
-  createBatch(owner: string, params: CreateBatchParams): Promise<BatchObject>;
+  /**
+   * Creates a batch and stores every item before resolving (status `validating`, or `failed` with
+   * line errors). `origin` (default `localhost`, no headers) is kept with the batch and handed out
+   * with each of its items (`JobItem.host`, `JobItem.headers`).
+   */
+  createBatch(owner: string, params: CreateBatchParams, origin?: BatchOrigin): Promise<BatchObject>;
   /** The batch object; `JobError` 404 when unknown or owned by someone else. */
   getBatch(owner: string, id: string): Promise<BatchObject>;
-  /** Batches of `owner`, newest first. */
+  /** Batches of `owner`, newest first; an `after` that is not one of them is a `JobError` 400 (`param: after`). */
   listBatches(owner: string, opts?: ListOptions): Promise<ListPage<BatchObject>>;
   /** `cancelling`, or `cancelled` when nothing was in flight; `JobError` 409 for a finished batch. */
   cancelBatch(owner: string, id: string): Promise<BatchObject>;

@@ -29,9 +29,11 @@ export interface JobDbOptions {
 
 /**
  * Bump when the schema changes; `openJobDb` refuses files from a newer version and migrates older
- * ones in place. 2: `owner` on files and batches, `seq` on files (listing order).
+ * ones in place. 2: `owner` on files and batches, `seq` on files (listing order). 3: `host` and
+ * `headers` on batches (what routes match, replayed on each item), `job_file_tombstones` (the
+ * listing position of deleted files, so a list cursor naming one goes on after it).
  */
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS job_files (
@@ -63,7 +65,9 @@ CREATE TABLE IF NOT EXISTS job_batches (
   failed INTEGER NOT NULL DEFAULT 0,
   created_at INTEGER NOT NULL,   -- s; every *_at column is seconds since the epoch
   in_progress_at INTEGER, expires_at INTEGER NOT NULL, finalizing_at INTEGER, completed_at INTEGER,
-  failed_at INTEGER, expired_at INTEGER, cancelling_at INTEGER, cancelled_at INTEGER
+  failed_at INTEGER, expired_at INTEGER, cancelling_at INTEGER, cancelled_at INTEGER,
+  host TEXT,                     -- Host of the creating request, lower-case, no port; NULL: localhost
+  headers TEXT                   -- JSON flat [name, value, ...] of its route-matched headers, or NULL
 );
 CREATE TABLE IF NOT EXISTS job_items (
   id INTEGER PRIMARY KEY,
@@ -90,6 +94,13 @@ CREATE INDEX IF NOT EXISTS job_files_owner ON job_files (owner, seq);
 CREATE INDEX IF NOT EXISTS job_files_seq ON job_files (seq);
 CREATE INDEX IF NOT EXISTS job_batches_owner ON job_batches (owner, seq);
 CREATE INDEX IF NOT EXISTS job_batches_input ON job_batches (input_file_id);
+CREATE TABLE IF NOT EXISTS job_file_tombstones (
+  id TEXT PRIMARY KEY,           -- a deleted file's id
+  owner TEXT NOT NULL,
+  seq INTEGER NOT NULL,          -- its place in the listing order
+  deleted_at INTEGER NOT NULL    -- ms since the epoch; dropped DELETED_FILE_CURSOR_TTL_MS later
+);
+CREATE INDEX IF NOT EXISTS job_file_tombstones_deleted ON job_file_tombstones (deleted_at);
 CREATE INDEX IF NOT EXISTS job_items_claim ON job_items (state, id);
 CREATE INDEX IF NOT EXISTS job_items_outcome ON job_items (batch_id, outcome, idx);
 CREATE TABLE IF NOT EXISTS idempotency_keys (
@@ -114,8 +125,17 @@ ALTER TABLE job_batches ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 `;
 
 /**
+ * Brings a version 2 file to version 3: batches made before get no host or headers (their items run
+ * as `localhost` without client headers, as they did); the tombstone table is created by `SCHEMA`.
+ */
+const MIGRATE_2_TO_3 = `
+ALTER TABLE job_batches ADD COLUMN host TEXT;
+ALTER TABLE job_batches ADD COLUMN headers TEXT;
+`;
+
+/**
  * Opens (creating when missing) the job database at `path` in WAL mode and brings its schema up to
- * date (a version 1 file is migrated in place, in the same transaction). Several processes may open
+ * date (a version 1 or 2 file is migrated in place, in the same transaction). Several processes may open
  * the same file; writes are serialised by SQLite. Throws when the file was written by a newer schema.
  *
  * @example
@@ -136,6 +156,7 @@ export function openJobDb(path: string, opts: JobDbOptions = {}): JobDb {
         throw new Error(`${path}: job schema version ${version} is newer than ${SCHEMA_VERSION}`);
       }
       if (version === 1) db.exec(MIGRATE_1_TO_2);
+      if (version === 1 || version === 2) db.exec(MIGRATE_2_TO_3);
       db.exec(SCHEMA);
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();

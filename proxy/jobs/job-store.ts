@@ -20,6 +20,7 @@ import {
   failUnfinishedItems,
   finishBatch,
   newId,
+  NEXT_FILE_SEQ,
   renderBatchFile,
   unfinishedItems,
 } from './batch-files.js';
@@ -28,7 +29,7 @@ import type { JobDb } from './job-db.js';
 import { JobError, JobErrors } from './job-errors.js';
 import { TERMINAL_STATUSES, type BatchErrorEntry, type BatchObject } from './job-types.js';
 import type { FileObject, ListPage } from './job-types.js';
-import { pageSize, toPage } from './list-page.js';
+import { DELETED_FILE_CURSOR_TTL_MS, pageSize, toPage, unknownCursor } from './list-page.js';
 
 /** Options of a `JobStore`: the batch rules (endpoints, completion windows, input limits) and a clock. */
 export interface JobStoreOptions extends BatchRuleOptions {
@@ -52,10 +53,39 @@ export interface CreateBatchParams {
   metadata?: Record<string, string> | null;
 }
 
+/**
+ * Where the request that created a batch came from, as far as routing goes: each item runs with
+ * this host and these headers (`JobItem.host`, `JobItem.headers`), so routes match its items as
+ * they matched the caller's own requests.
+ */
+export interface BatchOrigin {
+  /** Host without port, lower-case. */
+  host: string;
+  /** Headers routes match on (`match.headers`), flat `[name, value, ...]`, lower-case names; never credentials. */
+  headers: readonly string[];
+}
+
+/** The origin of a batch created without one (and of batches stored before origins were kept). */
+export const UNKNOWN_ORIGIN: BatchOrigin = Object.freeze({ host: 'localhost', headers: Object.freeze([]) });
+
+/** A stored origin's headers (JSON text, or null); anything but a flat list of strings reads as none. */
+export function storedOriginHeaders(text: string | null | undefined): string[] {
+  if (text === null || text === undefined || text === '') return [];
+  try {
+    const v: unknown = JSON.parse(text);
+    if (Array.isArray(v) && v.length % 2 === 0 && v.every((x) => typeof x === 'string')) return v;
+  } catch {
+    // A damaged value: the item runs without client headers, as before they were kept.
+  }
+  return [];
+}
+
 /** A `job_batches` row: the batch object's own columns, its JSON columns as text, and its counts flat. */
 type BatchRow = Omit<BatchObject, 'object' | 'errors' | 'metadata' | 'request_counts'> & {
   owner: string;
   seq: number;
+  host: string | null;
+  headers: string | null;
   errors: string | null;
   metadata: string | null;
   total: number;
@@ -70,16 +100,29 @@ interface FileRow {
   filename: string;
   bytes: number;
   created_at: number;
+  /** Listing order. */
+  seq: number;
   content: Buffer | null;
   batch_id: string | null;
   kind: 'upload' | 'output' | 'error';
 }
 
 /** The columns of a file row without its content, for lists. */
-const FILE_COLUMNS = 'id, owner, purpose, filename, bytes, created_at, NULL AS content, batch_id, kind';
+const FILE_COLUMNS = 'id, owner, purpose, filename, bytes, created_at, seq, NULL AS content, batch_id, kind';
 
 function toBatch(row: BatchRow): BatchObject {
-  const { errors, metadata, total, completed, failed, owner: _owner, seq: _seq, ...rest } = row;
+  const {
+    errors,
+    metadata,
+    total,
+    completed,
+    failed,
+    owner: _owner,
+    seq: _seq,
+    host: _host,
+    headers: _headers,
+    ...rest
+  } = row;
   return {
     ...rest,
     object: 'batch',
@@ -130,7 +173,7 @@ export class JobStore {
     this.db
       .prepare(
         `INSERT INTO job_files (id, owner, seq, purpose, filename, bytes, created_at, content, batch_id, kind)
-         VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_files), 'batch', ?, ?, ?, ?, NULL, 'upload')`,
+         VALUES (?, ?, ${NEXT_FILE_SEQ}, 'batch', ?, ?, ?, ?, NULL, 'upload')`,
       )
       .run(id, owner, params.filename, content.length, this.nowS(), content);
     return this.getFile(owner, id);
@@ -141,22 +184,29 @@ export class JobStore {
     return toFile(this.fileRow(owner, id));
   }
 
-  /** Files of `owner` (uploads, output and error files), newest first, `limit` (1..100, default 20) after the file id `after`. */
+  /**
+   * Files of `owner` (uploads, output and error files), newest first, `limit` (1..100, default 20)
+   * after the file id `after`: one of the owner's files, or one deleted less than
+   * `DELETED_FILE_CURSOR_TTL_MS` ago (the page goes on after the place it had). Any other `after`
+   * is a `JobError` 400 (`param: after`), never an empty last page.
+   */
   listFiles(owner: string, opts: ListOptions = {}): ListPage<FileObject> {
     const limit = pageSize(opts);
-    const rows = (
-      opts.after === undefined
-        ? this.db
+    const rows = this.db
+      .transaction(() => {
+        if (opts.after === undefined) {
+          return this.db
             .prepare(`SELECT ${FILE_COLUMNS} FROM job_files WHERE owner = ? ORDER BY seq DESC LIMIT ?`)
-            .all(owner, limit + 1)
-        : this.db
-            .prepare(
-              `SELECT ${FILE_COLUMNS} FROM job_files
-               WHERE owner = ? AND seq < (SELECT seq FROM job_files WHERE id = ? AND owner = ?)
-               ORDER BY seq DESC LIMIT ?`,
-            )
-            .all(owner, opts.after, owner, limit + 1)
-    ) as FileRow[];
+            .all(owner, limit + 1);
+        }
+        const seq = this.fileCursor(owner, opts.after);
+        return this.db
+          .prepare(
+            `SELECT ${FILE_COLUMNS} FROM job_files WHERE owner = ? AND seq < ? ORDER BY seq DESC LIMIT ?`,
+          )
+          .all(owner, seq, limit + 1);
+      })
+      .deferred() as FileRow[];
     return toPage(rows.map(toFile), limit);
   }
 
@@ -185,6 +235,16 @@ export class JobStore {
           }
         }
         this.db.prepare('DELETE FROM job_files WHERE id = ?').run(id);
+        // Its place in the list stays a while, for a cursor that names it (see listFiles).
+        const nowMs = this.clock();
+        this.db
+          .prepare('DELETE FROM job_file_tombstones WHERE deleted_at <= ?')
+          .run(nowMs - DELETED_FILE_CURSOR_TTL_MS);
+        this.db
+          .prepare(
+            'INSERT OR REPLACE INTO job_file_tombstones (id, owner, seq, deleted_at) VALUES (?, ?, ?, ?)',
+          )
+          .run(id, owner, row.seq, nowMs);
       })
       .immediate();
     return { id, object: 'file', deleted: true };
@@ -212,7 +272,7 @@ export class JobStore {
    * `errors`. Otherwise the batch is `validating` until a worker claims its first item. The input
    * file must be `owner`'s (another owner's is not found).
    */
-  createBatch(owner: string, params: CreateBatchParams): BatchObject {
+  createBatch(owner: string, params: CreateBatchParams, origin: BatchOrigin = UNKNOWN_ORIGIN): BatchObject {
     const file = this.fileRow(owner, params.input_file_id);
     const { windowMs, metadata } = checkBatchParams(params, file.kind, this.rules);
     const lines = parseBatchInput((file.content ?? Buffer.alloc(0)).toString('utf8'), this.rules.limits);
@@ -228,7 +288,8 @@ export class JobStore {
         this.db
           .prepare(
             `INSERT INTO job_batches (id, owner, seq, endpoint, input_file_id, completion_window, status, errors,
-             metadata, total, created_at, expires_at, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             metadata, total, created_at, expires_at, failed_at, host, headers)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           )
           .run(
             id,
@@ -245,6 +306,8 @@ export class JobStore {
             nowS,
             Math.floor((nowMs + windowMs) / 1000),
             errors.length > 0 ? nowS : null,
+            origin.host,
+            origin.headers.length > 0 ? JSON.stringify(origin.headers) : null,
           );
         if (errors.length > 0) return;
         const insert = this.db.prepare(
@@ -267,22 +330,29 @@ export class JobStore {
     return toBatch(row);
   }
 
-  /** Batches of `owner`, newest first, `limit` (1..100, default 20) after the batch id `after`. */
+  /**
+   * Batches of `owner`, newest first, `limit` (1..100, default 20) after the batch id `after`
+   * (batches are never deleted: an `after` that is not one of the owner's is a `JobError` 400).
+   */
   listBatches(owner: string, opts: ListOptions = {}): ListPage<BatchObject> {
     const limit = pageSize(opts);
-    const rows = (
-      opts.after === undefined
-        ? this.db
+    const rows = this.db
+      .transaction(() => {
+        if (opts.after === undefined) {
+          return this.db
             .prepare('SELECT * FROM job_batches WHERE owner = ? ORDER BY seq DESC LIMIT ?')
-            .all(owner, limit + 1)
-        : this.db
-            .prepare(
-              `SELECT * FROM job_batches
-               WHERE owner = ? AND seq < (SELECT seq FROM job_batches WHERE id = ? AND owner = ?)
-               ORDER BY seq DESC LIMIT ?`,
-            )
-            .all(owner, opts.after, owner, limit + 1)
-    ) as BatchRow[];
+            .all(owner, limit + 1);
+        }
+        const seq = this.db
+          .prepare('SELECT seq FROM job_batches WHERE id = ? AND owner = ?')
+          .pluck()
+          .get(opts.after, owner) as number | undefined;
+        if (seq === undefined) throw unknownCursor('batch', opts.after);
+        return this.db
+          .prepare('SELECT * FROM job_batches WHERE owner = ? AND seq < ? ORDER BY seq DESC LIMIT ?')
+          .all(owner, seq, limit + 1);
+      })
+      .deferred() as BatchRow[];
     return toPage(rows.map(toBatch), limit);
   }
 
@@ -314,6 +384,21 @@ export class JobStore {
       })
       .immediate();
     return this.getBatch(owner, id);
+  }
+
+  /** The listing place of `owner`'s file `after`, or of one it deleted recently; `JobError` 400 otherwise. */
+  private fileCursor(owner: string, after: string): number {
+    const live = this.db
+      .prepare('SELECT seq FROM job_files WHERE id = ? AND owner = ?')
+      .pluck()
+      .get(after, owner) as number | undefined;
+    if (live !== undefined) return live;
+    const gone = this.db
+      .prepare('SELECT seq FROM job_file_tombstones WHERE id = ? AND owner = ? AND deleted_at > ?')
+      .pluck()
+      .get(after, owner, this.clock() - DELETED_FILE_CURSOR_TTL_MS) as number | undefined;
+    if (gone !== undefined) return gone;
+    throw unknownCursor('file', after);
   }
 
   private fileRow(owner: string, id: string): FileRow {

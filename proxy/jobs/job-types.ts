@@ -102,6 +102,16 @@ export interface JobItem {
   batchId: string;
   /** Tenant that owns the batch ('' without tenants); the executor dispatches the item as this tenant. */
   owner: string;
+  /**
+   * Host (lower-case, without port) of the request that created the batch: the item runs as if
+   * sent to it, so host-matched routes match. `localhost` for a batch stored before hosts were kept.
+   */
+  host: string;
+  /**
+   * The creating request's headers that routes match on (`match.headers`), flat `[name, value, ...]`,
+   * lower-case names; never credentials. Empty for a batch stored before they were kept.
+   */
+  headers: readonly string[];
   /** 0-based position in the input file. */
   index: number;
   customId: string;

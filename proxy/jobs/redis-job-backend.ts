@@ -20,7 +20,13 @@
 import { batchRules, type BatchRuleOptions } from './batch-params.js';
 import type { ItemFailure, RecordOutcome } from './item-queue.js';
 import type { JobBackend, ListOptions } from './job-backend.js';
-import type { CreateBatchParams, CreateFileParams } from './job-store.js';
+import {
+  storedOriginHeaders,
+  UNKNOWN_ORIGIN,
+  type BatchOrigin,
+  type CreateBatchParams,
+  type CreateFileParams,
+} from './job-store.js';
 import type { BatchObject, FileObject, ItemResult, JobItem, ListPage } from './job-types.js';
 import { END_BATCH, EXPIRE } from './redis-job-batch-scripts.js';
 import { RedisJobBatches } from './redis-job-batches.js';
@@ -43,7 +49,7 @@ const PRUNE_EVERY_MS = 60_000;
 /** A consumer with nothing pending and idle this long is a worker gone for good, ms. */
 const CONSUMER_IDLE_MS = 3_600_000;
 
-/** A claimed item as the claim script returns it. */
+/** A claimed item as the claim script returns it (host and headers null for a batch stored without them). */
 type ClaimedRow = [
   id: number,
   batchId: string,
@@ -52,6 +58,8 @@ type ClaimedRow = [
   owner: string,
   customId: string,
   request: string,
+  host: string | null,
+  headers: string | null,
 ];
 
 /**
@@ -96,8 +104,8 @@ export class RedisJobBackend implements JobBackend {
     return this.files.delete(owner, id);
   }
 
-  createBatch(owner: string, params: CreateBatchParams): Promise<BatchObject> {
-    return this.batches.create(owner, params);
+  createBatch(owner: string, params: CreateBatchParams, origin?: BatchOrigin): Promise<BatchObject> {
+    return this.batches.create(owner, params, origin);
   }
 
   getBatch(owner: string, id: string): Promise<BatchObject> {
@@ -125,21 +133,25 @@ export class RedisJobBackend implements JobBackend {
       String(Math.floor(max)),
       String(Math.max(0, Math.ceil(leaseMs))),
     ]);
-    const items = rows.map(([id, batchId, index, attempts, owner, customId, request]): JobItem => {
-      const [method, url, body, raw] = JSON.parse(request) as [string, string, unknown, unknown];
-      return {
-        id: Number(id),
-        batchId,
-        owner,
-        index: Number(index),
-        customId,
-        method,
-        url,
-        // The source text when stored (an item written by an earlier version has only the object).
-        body: typeof raw === 'string' ? raw : JSON.stringify(body),
-        attempts: Number(attempts),
-      };
-    });
+    const items = rows.map(
+      ([id, batchId, index, attempts, owner, customId, request, host, headers]): JobItem => {
+        const [method, url, body, raw] = JSON.parse(request) as [string, string, unknown, unknown];
+        return {
+          id: Number(id),
+          batchId,
+          owner,
+          host: typeof host === 'string' ? host : UNKNOWN_ORIGIN.host,
+          headers: storedOriginHeaders(headers),
+          index: Number(index),
+          customId,
+          method,
+          url,
+          // The source text when stored (an item written by an earlier version has only the object).
+          body: typeof raw === 'string' ? raw : JSON.stringify(body),
+          attempts: Number(attempts),
+        };
+      },
+    );
     // Item ids follow batch creation, then input order: this is oldest batch, lowest index first.
     return items.sort((a, b) => a.id - b.id);
   }

@@ -20,13 +20,14 @@ return seq
 );
 
 /**
- * ARGV 4..: id, owner. Deletes a file of `owner`; an upload only while no batch that is not
- * terminal reads it. Returns `{'ok'}`, `{'missing'}` or `{'busy', batch id, status}`.
+ * ARGV 4..: id, owner, tombstone TTL ms. Deletes a file of `owner`; an upload only while no batch
+ * that is not terminal reads it. Its place in the owner's list stays in `file-gone:{id}` for the
+ * TTL, for a list cursor that names it. Returns `{'ok'}`, `{'missing'}` or `{'busy', batch id, status}`.
  */
 export const DELETE_FILE = script(
   'delete-file',
   `
-local id, owner = ARGV[4], ARGV[5]
+local id, owner, goneTtl = ARGV[4], ARGV[5], ARGV[6]
 local fk = p .. 'file:' .. id
 local f = redis.call('HMGET', fk, 'owner', 'kind')
 if f[1] ~= owner then return { 'missing' } end
@@ -37,8 +38,14 @@ if f[2] == 'upload' then
     if st and not TERMINAL[st] then return { 'busy', b, st } end
   end
 end
+local seq = redis.call('ZSCORE', p .. 'files:' .. owner, id)
 redis.call('DEL', fk, readers)
 redis.call('ZREM', p .. 'files:' .. owner, id)
+if seq then
+  local gone = p .. 'file-gone:' .. id
+  redis.call('HSET', gone, 'owner', owner, 'seq', seq)
+  redis.call('PEXPIRE', gone, goneTtl)
+end
 return { 'ok' }
 `,
 );

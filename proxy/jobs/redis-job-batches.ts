@@ -10,7 +10,7 @@ import { checkBatchParams, endpointMismatches, type BatchRules } from './batch-p
 import { parseBatchInput } from './batch-input.js';
 import type { ListOptions } from './job-backend.js';
 import { JobError, JobErrors } from './job-errors.js';
-import type { CreateBatchParams } from './job-store.js';
+import { UNKNOWN_ORIGIN, type BatchOrigin, type CreateBatchParams } from './job-store.js';
 import type { BatchErrorEntry, BatchObject, BatchStatus, ListPage } from './job-types.js';
 import { CANCEL, COMMIT_BATCH, END_BATCH, FAIL_RANGE, FEED } from './redis-job-batch-scripts.js';
 import type { RedisJobConnection } from './redis-job-connection.js';
@@ -72,7 +72,11 @@ export class RedisJobBatches {
   ) {}
 
   /** See `JobBackend.createBatch`. */
-  async create(owner: string, params: CreateBatchParams): Promise<BatchObject> {
+  async create(
+    owner: string,
+    params: CreateBatchParams,
+    origin: BatchOrigin = UNKNOWN_ORIGIN,
+  ): Promise<BatchObject> {
     const file = await this.files.fields(owner, params.input_file_id);
     const { windowMs, metadata } = checkBatchParams(params, file.kind, this.rules);
     const lines = parseBatchInput(await this.files.uploadText(file.id), this.rules.limits);
@@ -94,6 +98,9 @@ export class RedisJobBatches {
     ];
     if (failed) fields.push('errors', JSON.stringify(errors), 'failed_at', String(nowS));
     if (metadata !== null) fields.push('metadata', JSON.stringify(metadata));
+    // Handed out with every item (CLAIM); a batch stored without them runs as localhost, no headers.
+    fields.push('host', origin.host);
+    if (origin.headers.length > 0) fields.push('headers', JSON.stringify(origin.headers));
     const verdict = await this.conn.run<string>(COMMIT_BATCH, [
       id,
       owner,
@@ -122,7 +129,11 @@ export class RedisJobBatches {
   /** See `JobBackend.listBatches`. */
   async list(owner: string, opts: ListOptions = {}): Promise<ListPage<BatchObject>> {
     const limit = pageSize(opts);
-    const ids = await pageIds(this.conn, this.conn.keys.batches(owner), opts.after, limit);
+    const ids = await pageIds(this.conn, this.conn.keys.batches(owner), opts.after, limit, {
+      what: 'batch',
+      owner,
+      gone: null,
+    });
     const rows = await Promise.all(
       ids.map((id) => this.conn.send<unknown>(['HGETALL', this.conn.keys.batch(id)])),
     );

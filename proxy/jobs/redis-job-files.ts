@@ -14,7 +14,7 @@ import type { CreateFileParams } from './job-store.js';
 import type { FileObject, ListPage } from './job-types.js';
 import { CREATE_FILE, DELETE_FILE, FILE_BYTES } from './redis-job-batch-scripts.js';
 import type { RedisJobConnection } from './redis-job-connection.js';
-import { pageSize, toPage } from './list-page.js';
+import { DELETED_FILE_CURSOR_TTL_MS, pageSize, toPage } from './list-page.js';
 import { pageIds } from './redis-job-lists.js';
 import { renderResultLines } from './redis-job-results.js';
 
@@ -88,7 +88,12 @@ export class RedisJobFiles {
   /** See `JobBackend.listFiles`. */
   async list(owner: string, opts: ListOptions = {}): Promise<ListPage<FileObject>> {
     const limit = pageSize(opts);
-    const ids = await pageIds(this.conn, this.conn.keys.files(owner), opts.after, limit);
+    const keys = this.conn.keys;
+    const ids = await pageIds(this.conn, keys.files(owner), opts.after, limit, {
+      what: 'file',
+      owner,
+      gone: (id) => keys.fileGone(id),
+    });
     const rows = await Promise.all(
       ids.map((id) => this.conn.send<(string | null)[]>(['HMGET', this.conn.keys.file(id), ...FILE_FIELDS])),
     );
@@ -117,7 +122,11 @@ export class RedisJobFiles {
 
   /** See `JobBackend.deleteFile`. */
   async delete(owner: string, id: string): Promise<{ id: string; object: 'file'; deleted: true }> {
-    const [verdict, batch, status] = await this.conn.run<string[]>(DELETE_FILE, [id, owner]);
+    const [verdict, batch, status] = await this.conn.run<string[]>(DELETE_FILE, [
+      id,
+      owner,
+      String(DELETED_FILE_CURSOR_TTL_MS),
+    ]);
     if (verdict === 'missing') throw new JobError(JobErrors.fileNotFound, `no file ${id}`, 'file_id');
     if (verdict === 'busy') {
       throw new JobError(

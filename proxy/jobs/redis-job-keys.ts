@@ -9,7 +9,8 @@
  * {p}file:{id}            hash: file fields (+ `content` for uploads, `bytes` once known)
  * {p}files:{owner}        zset seq -> file id, the owner's files
  * {p}file-readers:{id}    set: batches created from an upload
- * {p}batch:{id}           hash: batch fields, counters, `first_item`, `queued`, `ending`
+ * {p}file-gone:{id}       hash: owner, seq of a deleted file (its place for list cursors), with a TTL
+ * {p}batch:{id}           hash: batch fields, counters, `first_item`, `queued`, `ending`, `host`, `headers`
  * {p}batches:{owner}      zset seq -> batch id, the owner's batches
  * {p}active               zset seq -> batch id, batches not yet terminal
  * {p}items:{batch}        hash index -> JSON [method, url, body]
@@ -33,6 +34,11 @@ export class RedisJobKeys {
   /** The file hash of `id`. */
   file(id: string): string {
     return `${this.prefix}file:${id}`;
+  }
+
+  /** The tombstone of deleted file `id`: its owner and listing place, kept `DELETED_FILE_CURSOR_TTL_MS`. */
+  fileGone(id: string): string {
+    return `${this.prefix}file-gone:${id}`;
   }
 
   /** The zset of `owner`'s files by creation order. */

@@ -10,7 +10,8 @@ import { defineLuaScript as script } from './redis-job-lua.js';
 /**
  * ARGV 4..: worker id, max, lease ms. Requeues due retries, then leases expired leases (XCLAIM),
  * then new entries (XREADGROUP), up to max; entries of batches that no longer run are acked and
- * dropped. Returns `[[item id, batch, index, attempts, owner, custom_id, item JSON], ...]`.
+ * dropped. Returns `[[item id, batch, index, attempts, owner, custom_id, item JSON, host, headers], ...]`
+ * (host and headers nil for a batch stored without them).
  */
 export const CLAIM = script(
   'claim',
@@ -30,7 +31,7 @@ end
 
 local function lease(b, index, e)
   local k = bkey(b)
-  local f = redis.call('HMGET', k, 'status', 'ending', 'first_item', 'owner')
+  local f = redis.call('HMGET', k, 'status', 'ending', 'first_item', 'owner', 'host', 'headers')
   if not f[1] then
     dropEntry(e)
     return
@@ -52,7 +53,7 @@ local function lease(b, index, e)
   redis.call('HSET', INFLIGHT, itemId, cjson.encode({ e = e, w = worker, b = b, i = index }))
   redis.call('ZADD', LEASES, str(now + leaseMs), itemId)
   out[#out + 1] = { itemId, b, index, attempts, f[4],
-    redis.call('HGET', p .. 'cids:' .. b, index), redis.call('HGET', p .. 'items:' .. b, index) }
+    redis.call('HGET', p .. 'cids:' .. b, index), redis.call('HGET', p .. 'items:' .. b, index), f[5], f[6] }
 end
 
 if max > 0 then

@@ -9,6 +9,7 @@ import { openJobDb, type JobDb, type JobDbOptions } from './job-db.js';
 import { ItemQueue, type ItemFailure, type RecordOutcome } from './item-queue.js';
 import {
   JobStore,
+  type BatchOrigin,
   type CreateBatchParams,
   type CreateFileParams,
   type JobStoreOptions,
@@ -57,8 +58,8 @@ export class SqliteJobBackend implements JobBackend {
     return this.store.deleteFile(owner, id);
   }
 
-  async createBatch(owner: string, params: CreateBatchParams): Promise<BatchObject> {
-    return this.store.createBatch(owner, params);
+  async createBatch(owner: string, params: CreateBatchParams, origin?: BatchOrigin): Promise<BatchObject> {
+    return this.store.createBatch(owner, params, origin);
   }
 
   async getBatch(owner: string, id: string): Promise<BatchObject> {

@@ -1,6 +1,7 @@
 /**
  * What a durable batch records for each kind of node answer: a 2xx with a JSON object is the item's
- * output; a 2xx without one (an HTML page from a gateway, an empty 200, a 204) is a failed attempt,
+ * output; a 2xx without one (an HTML page from a gateway, an empty 200, a 204, JSON null or an
+ * array) is a failed attempt,
  * retried and then failed, never an output line whose body is a string (OpenAI's output bodies are
  * objects, and SDK code reads `response.body.data`).
  */
@@ -37,6 +38,9 @@ describe('durable batch answers that are not JSON objects', { timeout: 30_000 },
         } else if (input === 'no-content') {
           res.writeHead(204);
           res.end();
+        } else if (input === 'null' || input === 'array') {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(input === 'null' ? 'null' : '[1]');
         } else {
           res.writeHead(200, { 'content-type': 'application/json' });
           res.end(JSON.stringify({ object: 'list', data: [{ index: 0, embedding: [0.5] }] }));
@@ -58,7 +62,7 @@ describe('durable batch answers that are not JSON objects', { timeout: 30_000 },
 
   it('fails them after their attempts, and keeps the JSON answer as output', async () => {
     const client = new OpenAI({ baseURL: `${t!.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-    const inputs = ['json', 'html', 'empty', 'no-content'];
+    const inputs = ['json', 'html', 'empty', 'no-content', 'null', 'array'];
     const jsonl = inputs
       .map((input) =>
         JSON.stringify({
@@ -87,7 +91,7 @@ describe('durable batch answers that are not JSON objects', { timeout: 30_000 },
       20_000,
       'the batch to complete',
     );
-    assert.deepEqual(batch.request_counts, { total: 4, completed: 1, failed: 3 });
+    assert.deepEqual(batch.request_counts, { total: 6, completed: 1, failed: 5 });
     const parse = (text: string): Line[] =>
       text
         .split('\n')
@@ -105,6 +109,8 @@ describe('durable batch answers that are not JSON objects', { timeout: 30_000 },
         ['html', 'request_failed'],
         ['empty', 'request_failed'],
         ['no-content', 'request_failed'],
+        ['null', 'request_failed'],
+        ['array', 'request_failed'],
       ],
     );
     assert.match(
@@ -112,7 +118,13 @@ describe('durable batch answers that are not JSON objects', { timeout: 30_000 },
       /answered 200 without a JSON object \(content-type "text\/html"\)/,
     );
     assert.match(failed[2]!.error!.message, /answered 204 without a JSON object \(an empty body\)/);
-    for (const input of ['html', 'empty', 'no-content'])
+    // Worded as the synchronous endpoint words the same answers.
+    assert.equal(
+      failed[3]!.error!.message,
+      'the node answered 200 without a JSON object (the JSON value null)',
+    );
+    assert.equal(failed[4]!.error!.message, 'the node answered 200 without a JSON object (a JSON array)');
+    for (const input of ['html', 'empty', 'no-content', 'null', 'array'])
       assert.equal(calls.get(input), 2, `${input} attempts`);
   });
 });

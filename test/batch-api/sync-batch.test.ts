@@ -1,14 +1,15 @@
 /**
  * `POST /v1/batch` through a real Sluice in front of real simulated nodes: results in input order
  * and matching their inputs, failure isolation, request-level validation, the concurrency cap,
- * per-item tenant limits, abandonment when the client leaves, and Idempotency-Key.
+ * per-item tenant limits, abandonment when the client leaves, Idempotency-Key, and 2xx answers
+ * without a JSON object counted failed.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { startRecordingNode } from '../helpers/scripted-node.js';
+import { startRecordingNode, startScriptedNode } from '../helpers/scripted-node.js';
 import { basicConfig, LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const DIM = 64; // embedding_dim of the `fast` profile
@@ -498,6 +499,73 @@ describe('synchronous batch items as written', { timeout: 30_000 }, () => {
         '{"model":"e","input":"x","seed":9007199254740993}',
         '{"model":"e","input":"y","big":1e400}',
       ]);
+    } finally {
+      await t.close();
+      await node.close();
+    }
+  });
+});
+
+describe('synchronous batch answers that are not JSON objects', { timeout: 30_000 }, () => {
+  it('fails a 2xx whose body is null, an array, a number, a string or not JSON, as the durable path does', async () => {
+    const answers: Record<string, [string, string]> = {
+      object: ['application/json', '{"object":"list","data":[{"index":0,"embedding":[0.5]}]}'],
+      null: ['application/json', 'null'],
+      array: ['application/json', '[1]'],
+      number: ['application/json', '42'],
+      string: ['application/json', '"x"'],
+      html: ['text/html', '<html>gateway page</html>'],
+      empty: ['application/json', ''],
+    };
+    const node = await startScriptedNode((req, res) => {
+      let raw = '';
+      req.on('data', (c: Buffer) => (raw += c.toString()));
+      req.on('end', () => {
+        const [type, body] = answers[(JSON.parse(raw) as { input: string }).input]!;
+        res.writeHead(200, { 'content-type': type });
+        res.end(body);
+      });
+    });
+    const t = await startTestSluice(basicConfig([node.url], 'batch_api: {}\n')).catch(async (e: unknown) => {
+      await node.close();
+      throw e;
+    });
+    try {
+      const inputs = Object.keys(answers);
+      const r = await post(t.url, {
+        endpoint: '/v1/embeddings',
+        items: inputs.map((input) => ({ custom_id: input, model: 'e', input })),
+      });
+      assert.equal(r.status, 200, r.text);
+      const b = r.json as BatchResult;
+      assert.deepEqual(b.request_counts, { total: 7, succeeded: 1, failed: 6 });
+      assert.deepEqual(
+        b.results.map((x) => [x.custom_id, x.status, x.status_code, x.error?.code ?? null]),
+        [
+          ['object', 'succeeded', 200, null],
+          ['null', 'failed', 200, 'request_failed'],
+          ['array', 'failed', 200, 'request_failed'],
+          ['number', 'failed', 200, 'request_failed'],
+          ['string', 'failed', 200, 'request_failed'],
+          ['html', 'failed', 200, 'request_failed'],
+          ['empty', 'failed', 200, 'request_failed'],
+        ],
+      );
+      // The body is still shown as it came.
+      assert.deepEqual(
+        b.results.slice(1).map((x) => x.body as unknown),
+        [null, [1], 42, 'x', '<html>gateway page</html>', null],
+      );
+      const messages = b.results.slice(1).map((x) => x.error?.message);
+      assert.deepEqual(messages, [
+        'the node answered 200 without a JSON object (the JSON value null)',
+        'the node answered 200 without a JSON object (a JSON array)',
+        'the node answered 200 without a JSON object (a JSON number)',
+        'the node answered 200 without a JSON object (a JSON string)',
+        'the node answered 200 without a JSON object (content-type "text/html")',
+        'the node answered 200 without a JSON object (an empty body)',
+      ]);
+      for (const x of b.results.slice(1)) assert.equal(x.error?.type, 'server_error');
     } finally {
       await t.close();
       await node.close();

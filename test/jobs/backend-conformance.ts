@@ -694,6 +694,78 @@ export function describeJobBackend(
       assert.equal((await b.listBatches(BOB)).data.length, 1);
     });
 
+    it('goes on after a deleted file named by `after`, and refuses an `after` that names nothing', async () => {
+      const files: string[] = [];
+      for (let i = 0; i < 7; i++) files.push(await upload(ALICE, 1));
+      const bobs = await upload(BOB, 1);
+      // What an SDK's "delete every file" loop does: delete a page, then ask for the one after its last id.
+      const deleted: string[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const page = await b.listFiles(ALICE, after === undefined ? { limit: 3 } : { limit: 3, after });
+        for (const f of page.data) {
+          await b.deleteFile(ALICE, f.id);
+          deleted.push(f.id);
+        }
+        if (!page.has_more) break;
+        after = page.last_id!;
+      }
+      assert.deepEqual(deleted, [...files].reverse());
+      assert.deepEqual((await b.listFiles(ALICE)).data, []);
+      // A deleted file's place still works as a cursor, also once newer files exist.
+      const newer = await upload(ALICE, 1);
+      assert.deepEqual((await b.listFiles(ALICE, { after: files[6] })).data, []);
+      assert.deepEqual(
+        (await b.listFiles(ALICE)).data.map((f) => f.id),
+        [newer],
+      );
+      const param = (err: unknown): boolean => {
+        jobError(400, 'invalid_request')(err);
+        assert.equal((err as JobError).param, 'after');
+        assert.match((err as JobError).message, /"after"/);
+        return true;
+      };
+      await assert.rejects(b.listFiles(ALICE, { after: 'file-never-was' }), param);
+      await assert.rejects(b.listFiles(ALICE, { after: bobs }), param, "another owner's file");
+      await b.deleteFile(BOB, bobs);
+      await assert.rejects(b.listFiles(ALICE, { after: bobs }), param, "another owner's deleted file");
+      assert.deepEqual((await b.listFiles(BOB, { after: bobs })).data, []);
+      await assert.rejects(b.listBatches(ALICE, { after: 'batch_never_was' }), param);
+      const batch = await batchOf(BOB, 1);
+      await assert.rejects(b.listBatches(ALICE, { after: batch.id }), param, "another owner's batch");
+      assert.deepEqual((await b.listBatches(BOB, { after: batch.id })).data, []);
+    });
+
+    it("hands each item out with its batch's origin: host and route headers, localhost by default", async () => {
+      const fileId = await upload(ALICE, 2);
+      const params = { input_file_id: fileId, endpoint: EMBEDDINGS, completion_window: '24h' };
+      const withOrigin = await b.createBatch(ALICE, params, {
+        host: 'api.example.com',
+        headers: ['x-team', 'blue', 'x-region', 'eu'],
+      });
+      assert.equal('host' in withOrigin || 'headers' in withOrigin, false, 'not part of the batch object');
+      const plain = await b.createBatch(ALICE, params);
+      const items = await eventually(
+        'four items',
+        async () => b.claim('w1', 4, LONG_LEASE_MS),
+        (got) => got.length === 4,
+      );
+      for (const item of items) {
+        if (item.batchId === withOrigin.id) {
+          assert.equal(item.host, 'api.example.com');
+          assert.deepEqual(item.headers, ['x-team', 'blue', 'x-region', 'eu']);
+        } else {
+          assert.equal(item.batchId, plain.id);
+          assert.equal(item.host, 'localhost');
+          assert.deepEqual(item.headers, []);
+        }
+      }
+      const got = await b.getBatch(ALICE, withOrigin.id);
+      assert.equal('host' in got || 'headers' in got, false);
+      const listed = (await b.listBatches(ALICE)).data[1]!;
+      assert.equal('host' in listed || 'headers' in listed, false);
+    });
+
     it('reports work and backlog until every batch has ended', async () => {
       assert.equal(await b.hasWork(), false);
       assert.equal(await b.backlog(), 0);

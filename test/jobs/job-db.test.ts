@@ -60,7 +60,7 @@ describe('job database', () => {
 
     const db = openJobDb(env.path);
     try {
-      assert.equal(db.pragma('user_version', { simple: true }), 2);
+      assert.equal(db.pragma('user_version', { simple: true }), 3);
       const store = new JobStore(db);
       assert.deepEqual(
         store.listFiles('').data.map((f) => f.id),
@@ -72,10 +72,10 @@ describe('job database', () => {
       assert.deepEqual(store.listBatches('tenant-a').data, [], 'no tenant sees the old rows');
       const items = new ItemQueue(db).claim('w1', 10, 60_000);
       assert.deepEqual(
-        items.map((i) => [i.customId, i.owner]),
+        items.map((i) => [i.customId, i.owner, i.host, i.headers]),
         [
-          ['req-0', ''],
-          ['req-1', ''],
+          ['req-0', '', 'localhost', []],
+          ['req-1', '', 'localhost', []],
         ],
       );
       const fresh = store.createFile('', { filename: 'new.jsonl', purpose: 'batch', content });
@@ -88,13 +88,71 @@ describe('job database', () => {
     reopened.close();
   });
 
+  it('migrates a version 2 file in place: old batches run as localhost without headers, deleted files are cursors', () => {
+    const old = new Database(env.path);
+    // Version 2 is version 1 plus owners and the file order.
+    old.exec(V1_SCHEMA);
+    old.exec(`ALTER TABLE job_files ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+      ALTER TABLE job_files ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE job_batches ADD COLUMN owner TEXT NOT NULL DEFAULT '';`);
+    const content = embeddingsJsonl(1);
+    const insertFile = old.prepare(
+      `INSERT INTO job_files (id, owner, seq, purpose, filename, bytes, created_at, content, batch_id, kind)
+       VALUES (?, 'acme', ?, 'batch', 'in.jsonl', ?, 1700000000, ?, NULL, 'upload')`,
+    );
+    for (let i = 1; i <= 3; i++) insertFile.run(`file-v2-${i}`, i, content.length, Buffer.from(content));
+    old
+      .prepare(
+        `INSERT INTO job_batches (id, owner, seq, endpoint, input_file_id, completion_window, status, total, created_at, expires_at)
+         VALUES ('batch_v2', 'acme', 1, '/v1/embeddings', 'file-v2-1', '24h', 'validating', 1, 1700000000, 4102444800)`,
+      )
+      .run();
+    old
+      .prepare(
+        `INSERT INTO job_items (batch_id, idx, custom_id, method, url, body, state)
+         VALUES ('batch_v2', 0, 'req-0', 'POST', '/v1/embeddings', '{}', 'pending')`,
+      )
+      .run();
+    old.pragma('user_version = 2');
+    old.close();
+
+    const db = openJobDb(env.path);
+    try {
+      assert.equal(db.pragma('user_version', { simple: true }), 3);
+      const store = new JobStore(db);
+      const batch = store.getBatch('acme', 'batch_v2');
+      assert.equal(batch.status, 'validating');
+      assert.equal(
+        'host' in batch || 'headers' in batch,
+        false,
+        'the origin is not part of the batch object',
+      );
+      const [item] = new ItemQueue(db).claim('w1', 1, 60_000);
+      assert.deepEqual([item?.owner, item?.host, item?.headers], ['acme', 'localhost', []]);
+      store.deleteFile('acme', 'file-v2-3');
+      assert.deepEqual(
+        store.listFiles('acme', { after: 'file-v2-3' }).data.map((f) => f.id),
+        ['file-v2-2', 'file-v2-1'],
+      );
+      const fresh = store.createFile('acme', { filename: 'new.jsonl', purpose: 'batch', content });
+      assert.deepEqual(
+        store.listFiles('acme').data.map((f) => f.id),
+        [fresh.id, 'file-v2-2', 'file-v2-1'],
+        'a file made after a delete lists first',
+      );
+      assert.deepEqual(store.listFiles('acme', { after: 'file-v2-3' }).data.length, 2);
+    } finally {
+      db.close();
+    }
+  });
+
   it('refuses a file written by a newer schema and leaves it untouched', () => {
     const newer = new Database(env.path);
-    newer.pragma('user_version = 3');
+    newer.pragma('user_version = 4');
     newer.close();
-    assert.throws(() => openJobDb(env.path), /version 3 is newer than 2/);
+    assert.throws(() => openJobDb(env.path), /version 4 is newer than 3/);
     const check = new Database(env.path, { readonly: true });
-    assert.equal(check.pragma('user_version', { simple: true }), 3);
+    assert.equal(check.pragma('user_version', { simple: true }), 4);
     assert.equal(
       check.prepare("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").pluck().get(),
       0,

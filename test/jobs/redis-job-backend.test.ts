@@ -325,6 +325,54 @@ describe('redis job backend, several instances', { skip: redisSkip() }, () => {
     });
   });
 
+  it('runs the items of a batch stored without an origin (an earlier version) as localhost', async () => {
+    prefix = `no-origin-${++prefixes}:`;
+    const a = await instance();
+    const id = await batchOf(a, 2);
+    await withRaw((raw) => raw.sendCommand(['HDEL', `${prefix}batch:${id}`, 'host', 'headers']));
+    const items = await a.claim('w', 2, 30_000);
+    assert.deepEqual(
+      items.map((i) => [i.host, i.headers]),
+      [
+        ['localhost', []],
+        ['localhost', []],
+      ],
+    );
+  });
+
+  it("keeps a deleted file's place for list cursors under a TTL, and not its content", async () => {
+    prefix = `gone-${++prefixes}:`;
+    const a = await instance();
+    const older = await a.createFile('acme', {
+      filename: 'a.jsonl',
+      purpose: 'batch',
+      content: embeddingsJsonl(1),
+    });
+    const gone = await a.createFile('acme', {
+      filename: 'b.jsonl',
+      purpose: 'batch',
+      content: embeddingsJsonl(1),
+    });
+    await a.deleteFile('acme', gone.id);
+    await withRaw(async (raw) => {
+      const ttl = Number(await raw.sendCommand(['PTTL', `${prefix}file-gone:${gone.id}`]));
+      assert.ok(ttl > 6 * 86_400_000 && ttl <= 7 * 86_400_000, `tombstone TTL ${ttl} ms`);
+      assert.equal(Number(await raw.sendCommand(['EXISTS', `${prefix}file:${gone.id}`])), 0);
+    });
+    assert.deepEqual(
+      (await a.listFiles('acme', { after: gone.id })).data.map((f) => f.id),
+      [older.id],
+    );
+    // Once the tombstone expired, the id is unknown.
+    await withRaw((raw) => raw.sendCommand(['DEL', `${prefix}file-gone:${gone.id}`]));
+    await assert.rejects(a.listFiles('acme', { after: gone.id }), (err: unknown) => {
+      assert.ok(err instanceof JobError);
+      assert.equal(err.kind.status, 400);
+      assert.equal(err.param, 'after');
+      return true;
+    });
+  });
+
   it('keeps working after Redis lost its script cache', async () => {
     prefix = `flush-${++prefixes}:`;
     const a = await instance();
