@@ -100,6 +100,10 @@ export class Attempt implements DeadlineEntry {
    * a connection): the session was told at once; the exchange is aborted in onConnect.
    */
   private lateAbort: Error | null = null;
+  /** Handed to undici (an onUpstreamRequest hook may still hold it before that). */
+  sent = false;
+  /** undici is done with it (onComplete or onError). */
+  private ended = false;
 
   constructor(
     session: Session,
@@ -155,6 +159,19 @@ export class Attempt implements DeadlineEntry {
     // of the request (onError): it still holds a connection of the node's pool meanwhile.
     this.lateAbort = err;
     this.session.attemptError(this, err);
+  }
+
+  /**
+   * The session lets go of the attempt before it ended (its client left): it is cancelled, and when
+   * undici holds it and still waits for a connection for it, undici's exchange is aborted once it starts
+   * (onConnect) and the node's counters stay taken until undici lets go (onError), as for a
+   * deadline (`timeOut`). Call before the session releases the attempt, and `abort` after.
+   */
+  abandon(reason: Error): void {
+    this.cancelled = true;
+    // Sent, not ended and no abort handed over yet: undici waits for a connection for it.
+    if (this.sent && !this.ended && this.abortExchange === null && this.lateAbort === null)
+      this.lateAbort = reason;
   }
 
   /** True while undici still holds a request its session gave up on (see `timeOut`). */
@@ -243,12 +260,14 @@ export class Attempt implements DeadlineEntry {
   }
 
   onComplete(): void {
+    this.ended = true;
     this.abortExchange = null;
     this.dlList?.remove(this);
     this.session.attemptEnd(this);
   }
 
   onError(err: Error): void {
+    this.ended = true;
     this.abortExchange = null;
     this.dlList?.remove(this);
     if (this.lateAbort === null) {

@@ -462,8 +462,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     state.retryBudget.deposit();
     state.hedgeBudget?.deposit();
     if (route.deadlines !== null) route.deadlines.add(this, nowMs());
-    // Requests without a body to combine (GET /v1/models on a batching route) go alone, as sent.
-    const batcher = this.method === 'POST' ? route.batcherFor(this.pool!) : null;
+    // Requests without a body to combine (GET /v1/models on a batching route), and on a prefix
+    // route those to another path than the batch calls', go alone, as sent.
+    const batcher = this.method === 'POST' ? route.batcherFor(this.pool!, this.path) : null;
     if (batcher !== null) {
       const body = this.json();
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -559,6 +560,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // are off (0).
     const route = this.route!;
     this.dispatched = true;
+    att.sent = true;
     att.watch(route.ttfbDeadlines, route.idleDeadlines, nowMs());
     att.node.dispatch(
       {
@@ -1024,29 +1026,26 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.status = 499;
     this.local?.abort();
     // The attempts end as cancelled before finish(), which closes the request's trace: their spans
-    // belong in it.
+    // belong in it. One still waiting for a connection keeps its node's counters until undici lets
+    // go of it (Attempt.abandon).
+    const reason = new Error('client disconnected');
     const a = this.first;
     const b = this.second;
     if (a !== null && !a.released) {
-      a.cancelled = true;
+      a.abandon(reason);
       this.releaseAttempt(a);
     }
     if (b !== null && !b.released) {
-      b.cancelled = true;
+      b.abandon(reason);
       this.releaseAttempt(b);
     }
     // Finish first: the aborts re-enter attemptError, which must see a finished session and
     // neither count a node failure nor replace the 499.
     this.finish();
-    const reason = new Error('client disconnected');
-    if (a !== null) {
-      a.cancelled = true;
-      a.abort(reason);
-    }
-    if (b !== null) {
-      b.cancelled = true;
-      b.abort(reason);
-    }
+    a?.cancel(reason);
+    a?.abort(reason);
+    b?.cancel(reason);
+    b?.abort(reason);
   }
 
   /** The route's total timeout fired. */
