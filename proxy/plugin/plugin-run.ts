@@ -382,9 +382,13 @@ export class PluginRun implements PluginRequest {
     const hooks = chain !== null ? chain.onDone : (this.pre?.done ?? null);
     if (hooks === null || hooks.length === 0) return false;
     this.phaseNo = Phase.done;
+    // An answer a hook made before the request finished (an async hook that answered, then was
+    // abandoned) is not the done phase's: left set, it would end the phase at its first hook.
+    this.reply = null;
     // A pending onDone hook keeps the request's plan (and so its plugin instances, which close
     // with the plan) until the phase completes: the session leaves the release to phaseComplete.
-    this.holdsPlan = !this.runPhase(hooks, 0);
+    this.runPhase(hooks, 0);
+    this.holdsPlan = this.waitHooks !== null;
     return this.holdsPlan;
   }
 
