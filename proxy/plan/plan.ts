@@ -329,6 +329,7 @@ function routeBatchers(
   return distinct.map((pool) => ({
     pool,
     batcher: createRouteBatcher(rc.name, batching, path, pool, fallback, timeouts),
+    onlyPath: rc.match.path === undefined ? path : null,
   }));
 }
 

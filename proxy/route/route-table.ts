@@ -72,6 +72,11 @@ export interface ResolvedTimeouts {
 export interface PoolBatcher {
   readonly pool: Pool;
   readonly batcher: MicroBatcher;
+  /**
+   * On a `path_prefix` route, the one path whose requests are batched (`upstream_path`: the others
+   * under the prefix go alone, as sent); null on an exact-path route, whose requests all are.
+   */
+  readonly onlyPath: string | null;
 }
 
 export class Route {
@@ -141,12 +146,18 @@ export class Route {
     this.models = m.models && m.models.length > 0 ? new Set(m.models) : null;
   }
 
-  /** The micro-batcher for requests given `pool`, or null when the route does not batch. */
-  batcherFor(pool: Pool): MicroBatcher | null {
+  /**
+   * The micro-batcher for a request to `path` given `pool`, or null when the route does not batch
+   * it (no batching, or a prefix route's request to another path than its batch calls').
+   */
+  batcherFor(pool: Pool, path: string): MicroBatcher | null {
     // HOT
     const list = this.batchers;
     if (list === null) return null;
-    for (let i = 0; i < list.length; i++) if (list[i]!.pool === pool) return list[i]!.batcher;
+    for (let i = 0; i < list.length; i++) {
+      const b = list[i]!;
+      if (b.pool === pool) return b.onlyPath === null || b.onlyPath === path ? b.batcher : null;
+    }
     return null;
   }
 

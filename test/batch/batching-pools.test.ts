@@ -139,5 +139,19 @@ routes:
     const models = await fetch(`${t.url}/v1/models`, { signal: AbortSignal.timeout(5_000) });
     assert.equal(models.status, 200, await models.clone().text());
     assert.equal(((await models.json()) as { object: string }).object, 'list');
+    // Under the prefix, a POST to another path than upstream_path goes alone to its own path.
+    const chat = await fetch(`${t.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+      signal: AbortSignal.timeout(5_000),
+    });
+    assert.equal(chat.status, 200, await chat.clone().text());
+    assert.equal(((await chat.json()) as { object: string }).object, 'chat.completion');
+    // ... while one to upstream_path is batched.
+    const e = await embed(t, 'batched under the prefix');
+    assert.equal(e.status, 200);
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
+    assert.match(metrics, /sluice_batch_items_total\{route="all"\} 1\b/);
   });
 });
