@@ -4,14 +4,13 @@
  */
 
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runLoadtestCli } from '../../loadtest/cli.js';
 import type { Outcome } from '../../loadtest/client/http-sender.js';
 import { Recorder } from '../../loadtest/drive/recorder.js';
-import type { LoadtestResult } from '../../loadtest/report/result.js';
+import { runScenarioText } from '../helpers/loadtest-run.js';
 import type { PlannedRequest } from '../../loadtest/workload/planned-request.js';
 
 let dir = '';
@@ -64,21 +63,13 @@ describe('streams cut short', { timeout: 30_000 }, () => {
     // One slot, 100 tokens at 5 ms a step: 0.5 s a stream. Four arrive in the first second; the
     // drain ends 0.3 s after it, cutting a stream midway and one still queued behind it (the fast
     // profile sends its 200 head at once).
-    const file = join(dir, 'cut.yaml');
-    await writeFile(
-      file,
+    const r = await runScenarioText(
+      dir,
+      'cut',
       'name: cut\nseed: 1\nduration_s: 1\ndrain_s: 0.3\nload: { mode: open, rate: 4 }\n' +
         'fleet: { nodes: 1, profile: fast, profile_overrides: { max_running: 1, decode_base_ms: 5 } }\n' +
         'workload:\n  mix:\n    - { kind: chat, user_tokens: 10, output_tokens: 100 }\n',
     );
-    const stderr: string[] = [];
-    const code = await runLoadtestCli([file, '--out', dir, '--quiet'], {
-      stdout: () => undefined,
-      stderr: (l) => stderr.push(l),
-      signal: new AbortController().signal,
-    });
-    assert.equal(code, 0, stderr.join('\n'));
-    const r = JSON.parse(await readFile(join(dir, 'cut-default.json'), 'utf8')) as LoadtestResult;
     assert.deepEqual(r.statuses, { '200': 4 });
     assert.ok(r.requests.ok >= 1 && (r.errors['unfinished'] ?? 0) >= 1, JSON.stringify(r.errors));
     assert.equal(r.requests.ok + (r.errors['unfinished'] ?? 0), 4);

@@ -5,12 +5,11 @@
  */
 
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runLoadtestCli } from '../../loadtest/cli.js';
-import type { LoadtestResult } from '../../loadtest/report/result.js';
+import { runScenarioText } from '../helpers/loadtest-run.js';
 
 let dir = '';
 
@@ -25,21 +24,13 @@ describe('streamed tokens per second', { timeout: 30_000 }, () => {
   it('leaves out tokens of the drain, so the rate stays within what the node can generate', async () => {
     // One slot, a 10 ms decode step: at most 100 tokens/s. Ten 20-token streams are sent in the
     // first second and take about 2 s to generate, so half of their tokens arrive in the drain.
-    const file = join(dir, 'tokens.yaml');
-    await writeFile(
-      file,
+    const r = await runScenarioText(
+      dir,
+      'tokens',
       'name: tokens\nseed: 1\nduration_s: 1\ndrain_s: 10\nload: { mode: open, rate: 10 }\n' +
         'fleet: { nodes: 1, profile: fast, profile_overrides: { max_running: 1, decode_base_ms: 10 } }\n' +
         'workload:\n  mix:\n    - { kind: chat, user_tokens: 10, output_tokens: 20 }\n',
     );
-    const stderr: string[] = [];
-    const code = await runLoadtestCli([file, '--out', dir, '--quiet'], {
-      stdout: () => undefined,
-      stderr: (l) => stderr.push(l),
-      signal: new AbortController().signal,
-    });
-    assert.equal(code, 0, stderr.join('\n'));
-    const r = JSON.parse(await readFile(join(dir, 'tokens-default.json'), 'utf8')) as LoadtestResult;
     assert.equal(r.requests.ok, 10, JSON.stringify(r.errors));
     const generated = r.nodes[0]?.generation_tokens ?? 0;
     assert.equal(generated, 200);
