@@ -34,6 +34,20 @@ describe('micro-batching: the route’s pools, timeouts and path', { timeout: 60
     return startTestSluice(yaml);
   }
 
+  /** Pools `a` and `b` (the fleet's two nodes) and a batching embeddings route sent by `targets`. */
+  function twoPools(targets: string): string {
+    const [a, b] = fleet!.urls;
+    return `${LOOPBACK_HEAD}pools:
+  - { name: a, nodes: [{ url: ${a} }] }
+  - { name: b, nodes: [{ url: ${b} }] }
+routes:
+  - name: embeddings
+    match: { path: /v1/embeddings, methods: [POST] }
+    ${targets}
+    ${BATCHING}
+`;
+  }
+
   before(async () => {
     fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
   });
@@ -46,16 +60,7 @@ describe('micro-batching: the route’s pools, timeouts and path', { timeout: 60
   });
 
   it('spreads batched requests over the pools of its split, as unbatched ones', async () => {
-    const [a, b] = fleet!.urls;
-    t = await restart(`${LOOPBACK_HEAD}pools:
-  - { name: a, nodes: [{ url: ${a} }] }
-  - { name: b, nodes: [{ url: ${b} }] }
-routes:
-  - name: embeddings
-    match: { path: /v1/embeddings, methods: [POST] }
-    split: [{ pool: a, weight: 50 }, { pool: b, weight: 50 }]
-    ${BATCHING}
-`);
+    t = await restart(twoPools('split: [{ pool: a, weight: 50 }, { pool: b, weight: 50 }]'));
     const served = fleet!.nodes.map((n) => n.stats().served);
     for (let i = 0; i < 40; i++) assert.equal((await embed(t, `text ${i}`)).status, 200);
     const calls = fleet!.nodes.map((n, i) => n.stats().served - served[i]!);
@@ -64,17 +69,7 @@ routes:
   });
 
   it('falls back to the route’s fallback pool when its pool has no eligible node', async () => {
-    const [a, b] = fleet!.urls;
-    t = await restart(`${LOOPBACK_HEAD}pools:
-  - { name: a, nodes: [{ url: ${a} }] }
-  - { name: b, nodes: [{ url: ${b} }] }
-routes:
-  - name: embeddings
-    match: { path: /v1/embeddings, methods: [POST] }
-    pool: a
-    fallback: [b]
-    ${BATCHING}
-`);
+    t = await restart(twoPools('pool: a\n    fallback: [b]'));
     const drained = await fetch(`${t.adminUrl}/admin/nodes/a/0/drain`, { method: 'POST' });
     assert.equal(drained.status, 200);
     const served = fleet!.nodes.map((n) => n.stats().served);
