@@ -10,7 +10,6 @@ import { startRecordingNode, type RecordingNode } from '../helpers/scripted-node
 import { chatRequest, LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const SLOW_DONE = fileURLToPath(new URL('./fixtures/slow-done-plugin.js', import.meta.url));
-const LATE_ANSWER = fileURLToPath(new URL('./fixtures/late-answer-plugin.js', import.meta.url));
 
 function config(node: string, label: string): string {
   return `${LOOPBACK_HEAD}plugins:
@@ -66,8 +65,8 @@ describe('plugin instances retired by a reload', { timeout: 30_000 }, () => {
   it('close when the client left while an async hook held its answer', async () => {
     const late = (label: string): string => `${LOOPBACK_HEAD}plugins:
   - name: late
-    use: ${LATE_ANSWER}
-    options: { label: ${label}, wait_ms: 400 }
+    use: ${SLOW_DONE}
+    options: { label: ${label}, done_ms: 0, late_answer_ms: 400 }
 pools:
   - { name: gpu, nodes: [{ url: ${node!.url} }] }
 routes:
@@ -85,11 +84,10 @@ routes:
     const pending = fetch(`${t!.url}/v1/chat/completions`, { ...chatRequest(), signal: ac.signal });
     setTimeout(() => ac.abort(), 100);
     await assert.rejects(pending);
-    const seen = (): string[] => (globalThis as { __lateAnswerEvents?: string[] }).__lateAnswerEvents ?? [];
-    await waitFor(() => seen().includes('done:first'), 5_000, 'the request finished');
+    await waitFor(() => events().includes('done:first'), 5_000, 'the request finished');
     await writeFile(t!.configPath, late('second'));
     assert.equal(await applied(), 'applied');
     // The retired plan is disposed once its last request is done: its instance closes.
-    await waitFor(() => seen().includes('close:first'), 3_000, 'the first instance closed');
+    await waitFor(() => events().includes('close:first'), 3_000, 'the first instance closed');
   });
 });
