@@ -238,7 +238,9 @@ describe(
   - name: alias
     use: model-alias
     options:
-      aliases: [{ public: chat-small, target: sim-chat }]
+      aliases:
+        - { public: chat-small, target: sim-chat }
+        - { public: chat-cheap, target: sim-chat }
   - name: cache
     use: response-cache
     options: { ttl_ms: 60000 }
@@ -279,6 +281,35 @@ routes:
         text += c.choices[0]?.delta.content ?? '';
       }
       assert.equal(text, first.data.choices[0]!.message.content);
+    });
+
+    // Two public names of one pool model keep their own answers: a hit names the model the client
+    // asked for (one for chat-cheap was the answer stored for chat-small, naming chat-small).
+    it('answers each public name of one model with its own name, plain and streamed', async () => {
+      const ask = {
+        messages: msg('two names'),
+        max_tokens: 6,
+        temperature: 0,
+      };
+      const small = await client.chat.completions.create({ ...ask, model: 'chat-small' }).withResponse();
+      assert.equal(small.response.headers.get('x-sluice-cache'), 'miss');
+      assert.equal(small.data.model, 'chat-small');
+
+      const cheap = await client.chat.completions.create({ ...ask, model: 'chat-cheap' }).withResponse();
+      assert.equal(cheap.data.model, 'chat-cheap', 'the answer names the model the client asked for');
+      assert.equal(cheap.response.headers.get('x-sluice-cache'), 'miss');
+
+      const again = await client.chat.completions.create({ ...ask, model: 'chat-cheap' }).withResponse();
+      assert.equal(again.response.headers.get('x-sluice-cache'), 'hit');
+      assert.equal(again.data.model, 'chat-cheap');
+
+      for (const model of ['chat-small', 'chat-cheap']) {
+        const { data: stream, response } = await client.chat.completions
+          .create({ ...ask, model, stream: true })
+          .withResponse();
+        assert.equal(response.headers.get('x-sluice-cache'), 'hit');
+        for await (const c of stream) assert.equal(c.model, model);
+      }
     });
   },
 );
