@@ -77,7 +77,7 @@ export function createAffinityExtractor(cfg: AffinityConfig): AffinityExtractor 
     case 'prefix': {
       const chars = Number.isInteger(cfg.chars) && cfg.chars > 0 ? cfg.chars : DEFAULT_PREFIX_CHARS;
       // One sink per extractor, reset per request: the prefix is hashed as it is walked, never
-      // built (the key is `stableHashHex(promptPrefix(body, chars))`).
+      // built.
       const sink = new PrefixHashSink(chars);
       return (src) => {
         try {
@@ -118,17 +118,9 @@ function scalarText(v: unknown): string | null {
 }
 
 /**
- * The first `chars` characters of the request's prompt text (`prompt-text.ts`), or '' when it has
- * none. Stops reading as soon as it has enough, so a long conversation costs no more than its first
- * messages.
+ * Hashes the first `limit` characters of the text it is fed (the prompt text, `prompt-text.ts`),
+ * without building it: the key is `stableHashHex` of that text.
  */
-export function promptPrefix(body: unknown, chars: number): string {
-  const acc = new PrefixBuilder(chars);
-  walkPromptText(body, acc);
-  return acc.text();
-}
-
-/** Hashes text up to a character limit, as `PrefixBuilder` would collect it. */
 class PrefixHashSink implements PromptSink {
   private readonly hash = new StableHashStream();
   /** Characters hashed so far. */
@@ -156,31 +148,5 @@ class PrefixHashSink implements PromptSink {
   /** 8 hex digits of the hash, or null when no text was fed. */
   key(): string | null {
     return this.length === 0 ? null : hex8(this.hash.hash32());
-  }
-}
-
-/** Collects text up to a character limit. */
-class PrefixBuilder implements PromptSink {
-  private readonly parts: string[] = [];
-  /** Characters collected so far. */
-  private length = 0;
-  constructor(private readonly limit: number) {}
-
-  full(): boolean {
-    return this.length >= this.limit;
-  }
-
-  add(s: string): void {
-    if (this.length >= this.limit || s === '') return;
-    const room = this.limit - this.length;
-    const piece = s.length > room ? s.slice(0, room) : s;
-    this.parts.push(piece);
-    this.length += piece.length;
-  }
-
-  lastMessage(): void {}
-
-  text(): string {
-    return this.parts.join('');
   }
 }

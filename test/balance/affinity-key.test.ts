@@ -4,12 +4,9 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  createAffinityExtractor,
-  promptPrefix,
-  type AffinitySource,
-} from '../../proxy/balance/affinity-key.js';
+import { createAffinityExtractor, type AffinitySource } from '../../proxy/balance/affinity-key.js';
 import { stableHashHex } from '../../proxy/balance/stable-hash.js';
+import { promptPrefix } from '../helpers/prompt-prefix.js';
 
 /** A source over plain data; header names are stored lower-case, as the session captures them. */
 function source(opts: {

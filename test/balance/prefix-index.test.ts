@@ -6,7 +6,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CHECKPOINT_BLOCKS, PrefixIndex } from '../../proxy/balance/prefix-index.js';
-import { promptPrefix } from '../../proxy/balance/affinity-key.js';
+import { promptPrefix } from '../helpers/prompt-prefix.js';
 import { Xorshift32 } from '../../proxy/balance/xorshift.js';
 import {
   MAX_PROMPT_CHARS,

@@ -23,7 +23,7 @@ import {
   STREAM_WRITES,
 } from '../../../loadtest/bench/chat-fixtures.js';
 import { OverlayError } from '../../../loadtest/bench/proxy-configs.js';
-import { promptPrefix } from '../../../proxy/balance/affinity-key.js';
+import { promptPrefix } from '../../helpers/prompt-prefix.js';
 
 const PATHS = { root: '/src', distBench: '/src/dist/loadtest/bench', runDir: '/run', node: '/usr/bin/node' };
 
