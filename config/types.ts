@@ -216,6 +216,8 @@ export interface PoolConfig {
    * breaker's limit, or no cap (see `nodeConnections` in plan.ts).
    */
   connections_per_node?: number;
+  /** The HTTP client for the pool's `http:` nodes: Sluice's own (default) or undici's. */
+  upstream_client?: 'sluice' | 'undici';
   /** Circuit breaker: most concurrent attempts per node; 0 = no limit. Default 0. */
   max_in_flight_per_node: number;
   /** Headers set on every request to the nodes (`${env:NAME}` resolved at load). Absent: none. */

@@ -8,7 +8,6 @@ import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { NO_NODES, type PickRequest } from '../balance/balance-policy.js';
-import type { Controller } from './attempt.js';
 import { nowMs } from './clock.js';
 import { withHeaders } from './headers.js';
 
@@ -88,20 +87,23 @@ export class MirrorRequest {
     );
   }
 
-  onRequestStart(_c: Controller): void {}
+  onConnect(): void {}
 
-  onResponseStart(_c: Controller, status: number): void {
+  onHeaders(status: number): boolean {
     this.status = status;
     this.stats.ttfb.recordMs(nowMs() - this.startMs);
+    return true;
   }
 
-  onResponseData(): void {}
+  onData(): boolean {
+    return true;
+  }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.end(this.status);
   }
 
-  onResponseError(): void {
+  onError(): void {
     this.node.failures++;
     this.end(this.status === 0 ? 502 : this.status);
   }

@@ -1,7 +1,9 @@
 /**
- * Maps transport errors from the upstream client (undici error codes, socket errno) onto catalogue
- * entries. Unknown errors become `upstreamProtocol`, never an uncaught exception.
+ * Maps transport errors from the upstream clients (Sluice's HTTP/1.1 client, undici for TLS nodes,
+ * socket errno) onto catalogue entries. Unknown errors become `upstreamProtocol`, never an uncaught
+ * exception.
  */
+import { H1ErrorCode } from '../upstream/h1-client.js';
 import { Errors, SluiceError } from './errors.js';
 
 /** Socket errors that mean the connection was never established, so the node saw nothing. */
@@ -18,16 +20,21 @@ const CONNECT_ERRNOS = new Set([
 export function classifyUpstreamError(err: Error): SluiceError {
   const code = (err as { code?: unknown }).code;
   switch (code) {
+    case H1ErrorCode.connectTimeout:
     case 'UND_ERR_CONNECT_TIMEOUT':
       return new SluiceError(Errors.connectTimeout, 'timed out connecting to the upstream node', err);
+    case H1ErrorCode.headersTimeout:
     case 'UND_ERR_HEADERS_TIMEOUT':
       return new SluiceError(Errors.ttfbTimeout, 'upstream node sent no response head in time', err);
+    case H1ErrorCode.bodyTimeout:
     case 'UND_ERR_BODY_TIMEOUT':
       return new SluiceError(Errors.idleTimeout, 'upstream node stopped sending the response body', err);
+    case H1ErrorCode.invalidRequest:
     case 'UND_ERR_INVALID_ARG':
       // The client's request cannot be sent as it is (a control byte in a header, a non-ASCII
       // path, an invalid method): the client's fault, never the node's.
       return new SluiceError(Errors.invalidRequest, `request cannot be forwarded: ${err.message}`, err);
+    case H1ErrorCode.closed:
     case 'UND_ERR_SOCKET':
     case 'ECONNRESET':
     case 'EPIPE':

@@ -211,6 +211,7 @@ export function compilePlan(
       const node = ctx.registry.acquire(pc.name, nc.url, {
         connections,
         connectTimeoutMs: pc.timeouts.connect_ms,
+        client: pc.upstream_client ?? 'sluice',
       });
       node.setMaxInFlight(maxInFlight);
       nodes.push(node);

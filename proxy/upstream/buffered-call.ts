@@ -5,12 +5,13 @@
  * error catalogue. The whole exchange is bounded by the route's `total_ms`, and the answer kept by
  * `MAX_ANSWER_BYTES`: a node that never stops sending cannot hold the call or fill the memory.
  */
-import { errors, type Dispatcher } from 'undici';
+import { errors } from 'undici';
 import type { BatchResponse, BatchTransport } from '../batch/batch-transport.js';
 import type { PoolHealth } from '../health/pool-health.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
 import { statusReason } from '../lifecycle/retry-rules.js';
 import { classifyUpstreamError } from '../lifecycle/upstream-errors.js';
+import type { UpstreamHandler } from './h1-client.js';
 import type { UpstreamNode } from './upstream-node.js';
 
 /** Rough tokens per batch item, for the node's in-flight work. */
@@ -29,7 +30,7 @@ export interface HealthSource {
  * streamed attempt's does: undici's own `headersTimeout` starts only once the request is written,
  * so a node slow to accept would have held the call until the pool's connect timeout first.
  */
-class BufferedCall implements Dispatcher.DispatchHandler {
+class BufferedCall implements UpstreamHandler {
   private status = 0;
   private readonly chunks: Buffer[] = [];
   private bytes = 0;
@@ -39,8 +40,8 @@ class BufferedCall implements Dispatcher.DispatchHandler {
   private readonly totalMs: number;
   private readonly resolve: (r: BatchResponse) => void;
   private readonly reject: (e: Error) => void;
-  /** undici's control of the exchange; null until it started (the connection is up). */
-  private controller: Dispatcher.DispatchController | null = null;
+  /** Aborts the exchange; null until it started (the connection is up) and after it ended. */
+  private abortExchange: ((reason: Error) => void) | null = null;
   private ttfbTimer: NodeJS.Timeout | null = null;
   private totalTimer: NodeJS.Timeout | null = null;
   /** The call's error once it failed early (a deadline, an answer too large): undici's end is only released. */
@@ -65,24 +66,25 @@ class BufferedCall implements Dispatcher.DispatchHandler {
     if (totalMs > 0) this.totalTimer = setTimeout(totalPassed, totalMs, this);
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.lateError !== null) controller.abort(this.lateError);
+  onConnect(abort: (reason: Error) => void): void {
+    this.abortExchange = abort;
+    if (this.lateError !== null) this.abort(this.lateError);
   }
 
-  onResponseStart(_c: Dispatcher.DispatchController, status: number): void {
+  onHeaders(status: number): boolean {
     if (this.ttfbTimer !== null) clearTimeout(this.ttfbTimer);
     this.ttfbTimer = null;
     this.status = status;
-    if (this.lateError !== null) return;
+    if (this.lateError !== null) return true;
     // As for a streamed attempt: a 5xx counts against the node, a busy node's 429 does not.
     const health = this.pool.health;
     if (status >= 500) health?.recordFailure(this.node, statusReason(status));
     else health?.recordSuccess(this.node);
+    return true;
   }
 
-  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.lateError !== null) return;
+  onData(chunk: Buffer): boolean {
+    if (this.lateError !== null) return true;
     this.bytes += chunk.length;
     if (this.bytes > MAX_ANSWER_BYTES) {
       this.fail(
@@ -91,17 +93,18 @@ class BufferedCall implements Dispatcher.DispatchHandler {
           `upstream node's batch answer is larger than ${MAX_ANSWER_BYTES} bytes`,
         ),
       );
-      return;
+      return true;
     }
     this.chunks.push(chunk);
+    return true;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.done();
     if (this.lateError === null) this.resolve({ status: this.status, body: Buffer.concat(this.chunks) });
   }
 
-  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+  onError(err: Error): void {
     this.done();
     if (this.lateError !== null) return;
     const e = classifyUpstreamError(err);
@@ -133,11 +136,19 @@ class BufferedCall implements Dispatcher.DispatchHandler {
     this.node.failures++;
     this.pool.health?.recordFailure(this.node, err.kind.code);
     this.reject(err);
-    this.controller?.abort(err);
+    this.abort(err);
+  }
+
+  private abort(reason: Error): void {
+    const abort = this.abortExchange;
+    if (abort === null) return;
+    this.abortExchange = null;
+    abort(reason);
   }
 
   /** undici let go of the exchange: the node's counters are given back (it held a connection until then). */
   private done(): void {
+    this.abortExchange = null;
     if (this.ttfbTimer !== null) clearTimeout(this.ttfbTimer);
     if (this.totalTimer !== null) clearTimeout(this.totalTimer);
     this.ttfbTimer = null;

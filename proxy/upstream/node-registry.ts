@@ -40,7 +40,7 @@ export class NodeRegistry {
    * these options, creating it if needed; adds one reference.
    */
   acquire(pool: string, url: string, options: NodeConnectionOptions): UpstreamNode {
-    const key = `${pool}|${url}|${options.connections}|${options.connectTimeoutMs}`;
+    const key = `${pool}|${url}|${options.connections}|${options.connectTimeoutMs}|${options.client ?? 'sluice'}`;
     let node = this.nodes.get(key);
     if (node === undefined) {
       node = new UpstreamNode(url, options);

@@ -1,10 +1,11 @@
 /**
- * One upstream endpoint (a GPU node): its undici Pool with keep-alive connections and the live
- * counters the balancer and metrics read. The only place besides `node-registry.ts` that touches
- * undici; it never decides where a request goes.
+ * One upstream endpoint (a GPU node): its keep-alive connections (Sluice's own HTTP/1.1 client for
+ * `http:` nodes, an undici Pool for `https:` ones) and the live counters the balancer and metrics
+ * read. It never decides where a request goes.
  */
-import { Pool, type Dispatcher } from 'undici';
+import { Pool } from 'undici';
 import { NodeTiming } from '../balance/node-timing.js';
+import { H1Client, type UpstreamHandler } from './h1-client.js';
 
 /** Connection settings that identify a node's pool; nodes with equal settings share one Pool. */
 export interface NodeConnectionOptions {
@@ -12,6 +13,8 @@ export interface NodeConnectionOptions {
   connections: number;
   /** TCP connect timeout, ms. */
   connectTimeoutMs: number;
+  /** The client for an `http:` node: Sluice's own (`sluice`, the default) or undici's; `https:` nodes always use undici. */
+  client?: 'sluice' | 'undici';
 }
 
 /** Per-attempt options the lifecycle passes to `dispatch`. */
@@ -74,7 +77,9 @@ export class UpstreamNode {
   refs = 0;
   /** The name of the pool the registry made this node for ('' for a node made outside one). */
   poolName = '';
-  private readonly pool: Pool;
+  /** The node's connections: exactly one of the two is set. */
+  private readonly h1: H1Client | null;
+  private readonly pool: Pool | null;
 
   /** Sets the circuit-breaker limit from the config (kept at 0 while the node is drained). */
   setMaxInFlight(limit: number): void {
@@ -97,22 +102,38 @@ export class UpstreamNode {
     this.origin = u.origin;
     this.id = u.origin;
     this.options = options;
-    this.pool = new Pool(this.origin, {
-      connections: options.connections > 0 ? options.connections : null,
-      pipelining: 1,
-      keepAliveTimeout: 30_000,
-      keepAliveMaxTimeout: 600_000,
-      connect: { timeout: options.connectTimeoutMs, noDelay: true },
-    });
+    if (u.protocol === 'http:' && options.client !== 'undici') {
+      this.h1 = new H1Client(this.origin, {
+        connections: options.connections,
+        connectTimeoutMs: options.connectTimeoutMs,
+        keepAliveMs: 30_000,
+      });
+      this.pool = null;
+    } else {
+      // TLS to the node (Sluice's own client speaks plain HTTP/1.1 only), or asked for by the pool.
+      this.h1 = null;
+      this.pool = new Pool(this.origin, {
+        connections: options.connections > 0 ? options.connections : null,
+        pipelining: 1,
+        keepAliveTimeout: 30_000,
+        keepAliveMaxTimeout: 600_000,
+        connect: { timeout: options.connectTimeoutMs, noDelay: true },
+      });
+    }
   }
 
   /**
-   * Sends one attempt. `handler` receives the response through undici's handler callbacks
-   * (`onRequestStart`, `onResponseStart`, `onResponseData`, `onResponseEnd`, `onResponseError`).
+   * Sends one attempt. `handler` receives the response through the raw handler callbacks
+   * (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`; see h1-client.ts).
    */
-  dispatch(opts: AttemptOptions, handler: Dispatcher.DispatchHandler): void {
+  dispatch(opts: AttemptOptions, handler: UpstreamHandler): void {
     // HOT
-    this.pool.dispatch(
+    const h1 = this.h1;
+    if (h1 !== null) {
+      h1.dispatch(opts, handler);
+      return;
+    }
+    this.pool!.dispatch(
       {
         method: opts.method,
         path: opts.path,
@@ -127,13 +148,15 @@ export class UpstreamNode {
     );
   }
 
-  /** Closes the pool after its in-flight requests finish. */
+  /** Closes the connections after the node's in-flight requests finish. */
   async close(): Promise<void> {
-    await this.pool.close();
+    if (this.h1 !== null) await this.h1.close();
+    else await this.pool!.close();
   }
 
   /** Destroys every connection now (shutdown past the drain deadline). */
   async destroy(): Promise<void> {
-    await this.pool.destroy();
+    if (this.h1 !== null) await this.h1.destroy();
+    else await this.pool!.destroy();
   }
 }

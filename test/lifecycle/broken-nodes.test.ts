@@ -26,27 +26,37 @@ import { LOOPBACK_HEAD, startTestSluice, waitFor, type TestSluice } from '../hel
 
 process.env['BROKEN_NODES_KEY'] = FAULT_TABLE_KEY;
 
-describe('broken nodes', { timeout: 180_000 }, () => {
-  let node: BrokenNode | null = null;
-  let t: TestSluice | null = null;
+// The table runs against both upstream clients (`upstream_client`): Sluice's own, the default, and
+// undici's, kept as the fallback; a node's fault must end the same way whichever carries it.
+for (const client of ['sluice', 'undici'] as const) {
+  describe(`broken nodes, ${client} upstream client`, { timeout: 180_000 }, () => {
+    let node: BrokenNode | null = null;
+    let t: TestSluice | null = null;
 
-  before(async () => {
-    node = await BrokenNode.start();
-    t = await startTestSluice(faultTableConfig(LOOPBACK_HEAD, [node.url]));
-  });
-
-  after(async () => {
-    await t?.close();
-    await node?.close();
-  });
-
-  for (const c of FAULT_CASES) {
-    const outcome = c.expect.kind === 'status' ? `${c.expect.status} ${c.expect.code}` : c.expect.kind;
-    it(`${c.fault}${c.stream ? ' (stream)' : ''}: the client gets ${outcome}, the connection is dropped, others are unaffected and every counter returns`, async () => {
-      assert.deepEqual(await runFaultCase(t!, node!, c), []);
+    before(async () => {
+      node = await BrokenNode.start();
+      const pool =
+        client === 'sluice'
+          ? ''
+          : '    health: { outlier: { consecutive_failures: 0 } }\n    upstream_client: undici\n';
+      t = await startTestSluice(faultTableConfig(LOOPBACK_HEAD, [node.url], pool));
     });
-  }
 
+    after(async () => {
+      await t?.close();
+      await node?.close();
+    });
+
+    for (const c of FAULT_CASES) {
+      const outcome = c.expect.kind === 'status' ? `${c.expect.status} ${c.expect.code}` : c.expect.kind;
+      it(`${c.fault}${c.stream ? ' (stream)' : ''}: the client gets ${outcome}, the connection is dropped, others are unaffected and every counter returns`, async () => {
+        assert.deepEqual(await runFaultCase(t!, node!, c), []);
+      });
+    }
+  });
+}
+
+describe('broken nodes', { timeout: 180_000 }, () => {
   it('answers 503 with Retry-After within 10 ms when every node is down, without queueing', async (tc) => {
     const dead = (await refusedPorts(2)).map((p) => `http://127.0.0.1:${p}`);
     const d = await startTestSluice(
