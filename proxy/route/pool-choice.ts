@@ -49,18 +49,24 @@ export class PoolChoice {
         for (const p of this.pools) if (p.name === pinned) return p;
       }
     }
-    let key: string | undefined;
+    // The session's hash places it by weight and names it in the sticky table, which never holds
+    // the id itself (its length is the client's choice; see sticky-table.ts).
+    let hash = 0;
+    let keyed = false;
     if (this.stickyHeader !== null) {
-      key = src.header(this.stickyHeader);
-      if (key !== undefined && this.sticky !== null) {
-        const name = this.sticky.get(key);
-        if (name !== undefined) {
-          for (const p of this.pools) if (p.name === name) return p;
+      const key = src.header(this.stickyHeader);
+      if (key !== undefined) {
+        keyed = true;
+        hash = stableHash32(key);
+        if (this.sticky !== null) {
+          const name = this.sticky.get(hash | 0);
+          if (name !== undefined) {
+            for (const p of this.pools) if (p.name === name) return p;
+          }
         }
       }
     }
-    const x =
-      key !== undefined ? (stableHash32(key) / 0x1_0000_0000) * this.total : Math.random() * this.total;
+    const x = keyed ? (hash / 0x1_0000_0000) * this.total : Math.random() * this.total;
     let chosen = this.pools[this.pools.length - 1]!;
     for (let i = 0; i < this.pools.length; i++) {
       if (x < this.cumulative[i]!) {
@@ -68,7 +74,7 @@ export class PoolChoice {
         break;
       }
     }
-    if (key !== undefined && this.sticky !== null) this.sticky.set(key, chosen.name);
+    if (keyed && this.sticky !== null) this.sticky.set(hash | 0, chosen.name);
     return chosen;
   }
 }

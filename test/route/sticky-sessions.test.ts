@@ -1,0 +1,132 @@
+/**
+ * Sticky sessions on a split route, through a real Sluice and real simulated nodes: a session id
+ * is remembered in a few bytes whatever its length (a client sending long unique ids used to grow
+ * the table by the size of each id, about 16 KB per session and 1.6 GB at the table's cap), and a
+ * session with a long id still stays on its version when the weights change.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
+import { StickyTable } from '../../proxy/route/sticky-table.js';
+import { LOOPBACK_HEAD, chatRequest, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** Heap bytes in use after a full collection. */
+function heldHeapBytes(): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** Length of each session id, characters (the size a long-header client would send). */
+const ID_CHARS = 15_000;
+const PAD = 'k'.repeat(ID_CHARS - 12);
+
+/** A session id of `ID_CHARS` characters, unique per `i`. */
+function longId(prefix: string, i: number): string {
+  return `${prefix}${String(i).padStart(12 - prefix.length, '0')}${PAD}`;
+}
+
+function config(fleet: SimFleet, a: number, b: number): string {
+  return `${LOOPBACK_HEAD}pools:
+  - name: stable
+    nodes:
+      - url: ${fleet.urls[0]}
+  - name: canary
+    nodes:
+      - url: ${fleet.urls[1]}
+routes:
+  - name: chat
+    match: {}
+    route_header: true
+    split: [{ pool: stable, weight: ${a} }, { pool: canary, weight: ${b} }]
+    sticky_header: x-session-id
+`;
+}
+
+async function poolOf(t: TestSluice, session: string): Promise<string> {
+  const r = await fetch(`${t.url}/v1/chat/completions`, chatRequest({}, { 'x-session-id': session }));
+  assert.equal(r.status, 200);
+  await r.arrayBuffer();
+  return /pool=([\w-]+)/.exec(r.headers.get('x-sluice-route') ?? '')?.[1] ?? '?';
+}
+
+/** Sends one request per session `prefix`0 .. `prefix`(n-1), eight at a time. */
+async function sendSessions(t: TestSluice, prefix: string, n: number): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < n) await poolOf(t, longId(prefix, next++));
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+}
+
+describe('sticky sessions', { timeout: 60_000 }, () => {
+  let fleet: SimFleet | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
+    t = await startTestSluice(config(fleet, 50, 50));
+  });
+
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+  });
+
+  it('remembers a session by a few bytes, not by its id, however long the id is', async () => {
+    const table = t!.sluice.runtime.sticky.get('chat');
+    assert.ok(table !== undefined, 'the route has a sticky table');
+    // A first round grows what any run of requests keeps anyway (compiled code, connection pools,
+    // metric windows: a few hundred KB, whether or not the sessions are new).
+    await sendSessions(t!, 'w', 1000);
+    const sessionsBefore = table.size;
+    const heapBefore = heldHeapBytes();
+    const n = 1500;
+    await sendSessions(t!, 'm', n);
+    const grew = heldHeapBytes() - heapBefore;
+    assert.equal(table.size - sessionsBefore, n, 'every new session is remembered');
+    // Each id is 15,000 characters: a table holding the ids grew by about 16 KB per session.
+    const perSession = grew / n;
+    assert.ok(
+      perSession < 2048,
+      `${(grew / 1048576).toFixed(2)} MiB more heap for ${n} sessions (${perSession.toFixed(0)} bytes each)`,
+    );
+  });
+
+  it('keeps a session with a long id on the pool it started on when the weights change', async () => {
+    const first = new Map<string, string>();
+    for (let i = 0; i < 40; i++) {
+      const id = longId('s', i);
+      first.set(id, await poolOf(t!, id));
+    }
+    assert.equal(new Set(first.values()).size, 2, 'sessions spread over both pools');
+    await writeFile(t!.configPath, config(fleet!, 1, 99));
+    assert.equal((await t!.sluice.reload()).result, 'applied');
+    for (const [session, pool] of first) assert.equal(await poolOf(t!, session), pool, session.slice(0, 12));
+    let canary = 0;
+    for (let i = 0; i < 40; i++) if ((await poolOf(t!, longId('n', i))) === 'canary') canary++;
+    assert.ok(canary >= 35, `new sessions follow the new weights (${canary}/40 on canary)`);
+  });
+});
+
+describe('the sticky table', () => {
+  it('remembers 100,000 sessions and forgets the least recently used beyond them', () => {
+    const table = new StickyTable();
+    for (let h = 0; h < 100_000; h++) table.set(h, h % 2 === 0 ? 'stable' : 'canary');
+    assert.equal(table.get(0), 'stable', 'a use makes session 0 the most recent');
+    table.set(100_000, 'canary');
+    table.set(100_001, 'canary');
+    assert.equal(table.size, 100_000);
+    assert.equal(table.get(1), undefined, 'the least recently used is forgotten first');
+    assert.equal(table.get(2), undefined);
+    assert.equal(table.get(0), 'stable');
+    assert.equal(table.get(3), 'canary');
+    assert.equal(table.get(100_001), 'canary');
+  });
+});
