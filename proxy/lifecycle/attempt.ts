@@ -85,6 +85,11 @@ export class Attempt implements DeadlineEntry {
   stallMs = -1;
   /** A streamed head not yet forwarded because a hedge may still win (held-head.ts); null otherwise. */
   held: HeldHead | null = null;
+  /**
+   * A discarded answer's head and body bytes up to HELD_MAX_BYTES, passed on should no node take
+   * the retry after all; null for an attempt that was not discarded.
+   */
+  kept: HeldHead | null = null;
   /** The attempt's span id when the request is traced, else null. */
   traceSpanId: string | null = null;
   // DeadlineEntry: the attempt is in its route's time-to-first-byte list until the head, then in

@@ -2,7 +2,9 @@
  * The response head of a streamed attempt that is not the winner yet: while a hedge may still be
  * sent or is running, a stream wins with its first event, not its head (inference servers send the
  * head before the prefill). Its head and any keep-alive bytes before that event wait here, so that
- * nothing of a losing attempt reaches the client. Only allocated for attempts in that situation.
+ * nothing of a losing attempt reaches the client. A retryable answer dropped for a retry is kept
+ * the same way (its head and first bytes), to be passed on if no node can take the retry after all.
+ * Only allocated for attempts in these situations.
  */
 import type { ResponseHead } from './headers.js';
 
@@ -26,6 +28,8 @@ export class HeldHead implements ResponseHead {
   readonly chunks: Buffer[] = [];
   /** Bytes in `chunks`. */
   private bytes = 0;
+  /** A dropped answer's body ended within the bound: `chunks` is the whole body. */
+  ended = false;
 
   constructor(status: number, head: ResponseHead) {
     this.status = status;

@@ -171,6 +171,16 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** A plugin answered the request itself (`respond`). */
   private pluginAnswered = false;
   private lastError: SluiceError | null = null;
+  /**
+   * The attempt whose retryable answer was dropped last (its `kept` head and body), passed on as the
+   * failure when no retry follows; null when the last failure was of another kind.
+   */
+  private dropped: Attempt | null = null;
+  /**
+   * The pool whose retry budget granted a retry not dispatched yet: the retry is counted there when
+   * its attempt goes out, and the token goes back when none does (no node, the request ended).
+   */
+  private retryPool: Pool | null = null;
   /** The route's total-timeout deadline (see deadline-list.ts): monotonic ms and list links. */
   deadlineAt = 0;
   dlPrev: DeadlineEntry | null = null;
@@ -510,7 +520,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (hedge) return;
       if (this.attempts === 0) this.pool!.state.noNode++;
       const e = this.lastError;
-      if (e !== null) this.fail(e.kind, e.message, e.headers);
+      if (this.dropped !== null) this.passOnDropped(this.dropped);
+      else if (e !== null) this.fail(e.kind, e.message, e.headers);
       else {
         this.rec.onRefused(this, Refusal.noHealthyNode, Errors.noHealthyNode.id);
         this.fail(
@@ -525,6 +536,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // Tokens are estimated (the JSON body parsed) only for a pool whose policy weighs them.
     const cost = this.pool!.policy.weighsCost ? this.cost : 0;
     const att = new Attempt(this, node, ++this.attempts, hedge, now, cost);
+    const paid = this.retryPool;
+    if (paid !== null) {
+      paid.state.retries++;
+      this.retryPool = null;
+    }
     if (this.first === null || this.first.released) this.first = att;
     else this.second = att;
     this.live++;
@@ -664,7 +680,8 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       att.retryBit = bit;
       att.retryPlanned = this.live === 1;
       att.retryAfterMs = retryAfterMs(head.retryAfter, this.route!.retries.maxRetryAfterMs);
-      this.lastError = new SluiceError(Errors.upstreamStatus, `upstream node answered ${status}`);
+      // Kept (bounded) for when no node takes the retry after all: the client then gets this answer.
+      att.kept = new HeldHead(status, head);
       if (att.retryPlanned) this.clearHedgeTimer();
       // Drained so the connection can serve again, but not for long: a body that trickles or
       // stalls must not hold the retry (or the client) back until the idle or total timeout.
@@ -695,6 +712,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.winner = att;
     if (att.hedge) this.pool!.state.hedgeWins++;
     this.cancelOthers(att);
+    this.sendHead(att, status, head);
+  }
+
+  /** Sends the head of the winner `att` downstream (through the plugins, if any). */
+  private sendHead(att: Attempt, status: number, head: ResponseHead): void {
+    // HOT
     const ttfb = att.headMs - att.startMs;
     this.route!.stats.ttfb.recordMs(ttfb);
     this.rec.onHead(this, att.node, ttfb);
@@ -726,6 +749,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     if (att !== this.winner || this.finished) {
       if (att.held !== null && this.winner === null && !this.finished) this.heldData(att, chunk);
+      else if (att.kept !== null && !att.kept.full()) att.kept.add(chunk);
       return;
     }
     if (this.sse) {
@@ -821,17 +845,51 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       this.finish();
       return;
     }
+    if (att.kept !== null) att.kept.ended = true;
     if (att.discard && this.live === 0) this.afterDiscard(att);
   }
 
-  /** Every attempt is over and the last one was a dropped retryable answer: retry or give up. */
+  /**
+   * Every attempt is over and the last one was a dropped retryable answer: retry, or give up with
+   * that answer when the retry has nowhere to go (checked now: a node may have left meanwhile).
+   */
   private afterDiscard(att: Attempt): void {
-    if (att.retryPlanned || this.mayRetry(att.retryBit)) {
+    this.dropped = att;
+    if (this.hasAlternative(att.node) && (att.retryPlanned || this.mayRetry(att.retryBit))) {
       this.scheduleRetry(att.retryAfterMs);
       return;
     }
-    const e = this.lastError!;
-    this.fail(e.kind, e.message, e.headers);
+    this.passOnDropped(att);
+  }
+
+  /**
+   * Gives up after the dropped retryable answer of `att` (no retry follows, or the retry found no
+   * node): the client gets the node's answer as the node sent it when it was kept whole; else (its
+   * body was cut, broke or passed HELD_MAX_BYTES) the node's status and Retry-After with a body
+   * saying so.
+   */
+  private passOnDropped(att: Attempt): void {
+    const kept = att.kept!;
+    if (kept.ended && !kept.full()) {
+      this.winner = att;
+      this.sendHead(att, kept.status, kept);
+      for (const chunk of kept.chunks) if (!this.finished) this.forward(att, chunk);
+      if (this.finished) return;
+      if (this.plug !== null) {
+        this.plug.responseBody(null, null);
+        return;
+      }
+      this.downstream.end();
+      this.finish();
+      return;
+    }
+    const ra = kept.retryAfter;
+    this.fail(
+      Errors.upstreamStatus,
+      `upstream node answered ${kept.status}; its body was not read in full`,
+      ra === undefined ? [] : ['retry-after', ra],
+      kept.status,
+    );
   }
 
   attemptError(att: Attempt, err: Error): void {
@@ -858,6 +916,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     this.lastError = e;
+    this.dropped = null;
     if (this.live > 0) return; // the other attempt (hedge) may still answer
     const bit = retryBitForError(e.kind);
     if (bit !== 0 && this.hasAlternative(att.node) && this.mayRetry(bit)) {
@@ -890,6 +949,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.answerStatus = 0;
     this.sse = false;
     this.lastError = e;
+    this.dropped = null;
     if (!this.mayRetry(bit)) return false;
     this.scheduleRetry(0);
     return true;
@@ -945,12 +1005,13 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private mayRetry(bit: number): boolean {
     const r = this.route!.retries;
     if ((r.on & bit) === 0 || this.retries >= r.max || this.downstream.started) return false;
-    return this.pool!.state.retryBudget.tryWithdraw(nowMs());
+    if (!this.pool!.state.retryBudget.tryWithdraw(nowMs())) return false;
+    this.retryPool = this.pool;
+    return true;
   }
 
   private scheduleRetry(retryAfter: number): void {
     this.retries++;
-    this.pool!.state.retries++;
     const r = this.route!.retries;
     const delay = Math.max(backoffMs(this.retries, r.baseBackoffMs, r.maxBackoffMs), retryAfter);
     this.retryTimer = setTimeout(onRetryTimer, delay, this);
@@ -1177,17 +1238,20 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.finish();
   }
 
-  /** Sends a local error reply (before any response byte went out) and finishes. */
-  fail(kind: ErrorKind, message: string, extraHeaders: readonly string[] = []): void {
+  /**
+   * Sends a local error reply (before any response byte went out) and finishes. `status` replaces
+   * the kind's own (a node's status passed on with Sluice's body).
+   */
+  fail(kind: ErrorKind, message: string, extraHeaders: readonly string[] = [], status = kind.status): void {
     if (this.finished) return;
-    this.status = kind.status;
+    this.status = status;
     if (this.plug !== null) this.plug.errorCode = kind.code;
     this.rec.errorCode = kind.code;
     const headers = ['content-type', 'application/json', 'x-request-id', this.id, ...extraHeaders];
     if (this.limit !== null) rateLimitHeaders(this.limit, headers);
     const body = errorBody(kind, message);
     this.rec.bytes += Buffer.byteLength(body);
-    this.downstream.reply(kind.status, headers, body, kind.closeConnection || this.host.draining);
+    this.downstream.reply(status, headers, body, kind.closeConnection || this.host.draining);
     this.finish();
   }
 
@@ -1199,6 +1263,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.dlList?.remove(this);
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
+    // A retry granted and never dispatched (no node took it, the request ended during its backoff)
+    // spent nothing: its token goes back.
+    if (this.retryPool !== null) this.retryPool.state.retryBudget.refund();
     const now = nowMs();
     const gate = this.gate;
     gate?.close(now);

@@ -57,4 +57,10 @@ export class TokenBudget {
     this.refused++;
     return false;
   }
+
+  /** Gives back a token `tryWithdraw` granted for an extra attempt that was not made after all. */
+  refund(): void {
+    this.banked += 1;
+    this.granted--;
+  }
 }
