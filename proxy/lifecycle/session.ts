@@ -1025,7 +1025,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
 
   private routeReport(att: Attempt): string {
     const pool = this.pool!;
-    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${att.number}; affinity=${this.affinityOutcome}${estimatesReport(att)}${att.hedge ? '; hedge' : ''}`;
+    return `pool=${pool.name}; policy=${pool.policy.kind}; node=${att.node.id}; attempt=${this.attempts}; affinity=${this.affinityOutcome}${estimatesReport(att)}${att.hedge ? '; hedge' : ''}`;
   }
 
   /** The micro-batch carrying this request answered (or gave up on) its item. */

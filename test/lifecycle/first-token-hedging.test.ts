@@ -13,10 +13,14 @@ import type { AddressInfo } from 'node:net';
 import { basicConfig, findNode, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 import { PROBE_PLUGIN, probeTrace } from '../plugin/plugin-helpers.js';
 
-/** How a node answers a stream: delays of its head and of its first event after the head, ms. */
+/**
+ * How a node answers a stream: delays of its head and of its first event after the head, ms; with
+ * `status`, an error answer of that status at once instead.
+ */
 interface Timing {
   headMs: number;
   tokenMs: number;
+  status?: number;
 }
 
 /** A node that streams `: ping-NAME`, then `content: from-NAME` after its timing, then [DONE]. */
@@ -36,7 +40,12 @@ class TimedNode {
     this.server = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
-        const { headMs, tokenMs } = this.timing;
+        const { headMs, tokenMs, status } = this.timing;
+        if (status !== undefined) {
+          res.writeHead(status, { 'content-type': 'application/json' });
+          res.end(`{"error":{"message":"failed on ${this.name}","type":"server_error","code":null}}`);
+          return;
+        }
         let done = false;
         const timers: NodeJS.Timeout[] = [];
         res.on('close', () => {
@@ -201,6 +210,20 @@ describe('hedging on the first token of a stream', { timeout: 60_000 }, () => {
       assert.match(x.body, /^: ping-(A|B)\n\ndata: .*from-\1/);
     }
     assert.equal(await hedges(t), hedgesBefore);
+  });
+
+  it('counts every attempt of the request in x-sluice-route when the original wins after a failed hedge', async () => {
+    t = await start();
+    a.timing = { headMs: 0, tokenMs: 300 };
+    b.timing = { headMs: 0, tokenMs: 0, status: 500 };
+    // Round-robin: one stream starts on A and is hedged to B, which fails; the other starts on B,
+    // fails and is retried on A. Either way A answers, after two attempts.
+    for (let i = 0; i < 2; i++) {
+      const x = await stream(t);
+      assert.equal(x.status, 200, x.body);
+      assert.match(x.body, /from-A/);
+      assert.match(x.route, new RegExp(`node=${a.url}; attempt=2;`));
+    }
   });
 
   it('forwards a held stream at the hedge delay when no hedge can be sent', async () => {
