@@ -12,6 +12,7 @@ import { recordTtfb } from '../balance/ttfb-ewma.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
 import type { Pool } from '../pool/pool.js';
+import type { TokenBudget } from '../pool/token-budget.js';
 import type { Route } from '../route/route-table.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { Attempt } from './attempt.js';
@@ -155,6 +156,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   private promptCount = 0;
   /** The prompt's block hashes, computed on the first `promptBlocks()` call. */
   private blocks: PromptBlocks | null = null;
+  /** The retry and hedge budgets the request deposited in, released when it finishes; null before. */
+  private retryFund: TokenBudget | null = null;
+  private hedgeFund: TokenBudget | null = null;
   /** Nodes earlier attempts used (null until a second pick needs it). */
   private tried: UpstreamNode[] | null = null;
   private first: Attempt | null = null;
@@ -469,8 +473,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     const route = this.route!;
     const state = this.pool!.state;
-    state.retryBudget.deposit();
-    state.hedgeBudget?.deposit();
+    // Released in finish (a reload may replace the pool's budgets meanwhile: these are the ones paid).
+    this.retryFund = state.retryBudget;
+    this.retryFund.deposit();
+    this.hedgeFund = state.hedgeBudget;
+    this.hedgeFund?.deposit();
     if (route.deadlines !== null) route.deadlines.add(this, nowMs());
     // Requests without a body to combine (GET /v1/models on a batching route), and on a prefix
     // route those to another path than the batch calls', go alone, as sent.
@@ -1269,6 +1276,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     const now = nowMs();
     const gate = this.gate;
     gate?.close(now);
+    // The request's share of the budgets lapses with it.
+    this.retryFund?.release();
+    this.hedgeFund?.release();
     const answered = this.winner !== null || this.batchAnswered;
     const used = !answered
       ? -1

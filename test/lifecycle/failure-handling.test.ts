@@ -129,9 +129,8 @@ describe('failure handling', () => {
     assert.equal(after - before, 1, 'exactly one attempt was made');
   });
 
-  it('keeps upstream attempts within the retry budget when every node fails', async () => {
+  it('keeps upstream attempts within the retry budget when every node fails, after healthy traffic', async () => {
     const [a, b] = fleet.urls as [string, string];
-    for (const n of fleet.nodes.slice(0, 2)) n.setFaults({ error_rate: 1, error_status: 503 });
     t = await startTestSluice(
       config(
         [a, b],
@@ -139,6 +138,17 @@ describe('failure handling', () => {
         '    retries: { max: 3, base_backoff_ms: 1, max_backoff_ms: 2 }',
       ),
     );
+    // The healthy requests before the outage must not fund a burst of retries at its start.
+    let healthy = 0;
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (healthy < 300) {
+          healthy++;
+          assert.equal((await send(t!)).status, 200);
+        }
+      }),
+    );
+    for (const n of fleet.nodes.slice(0, 2)) n.setFaults({ error_rate: 1, error_status: 503 });
     const errorsBefore = fleet.nodes[0]!.stats().injectedErrors + fleet.nodes[1]!.stats().injectedErrors;
     const started = performance.now();
     const requests = 300;
