@@ -38,6 +38,18 @@ export interface AdminTarget {
   statusPage(): string;
 }
 
+/**
+ * Sent with every admin answer. The status page's drain buttons act with the browser's login: a page
+ * on another site that frames it (transparent, under a decoy) would get real clicks on them, so no
+ * admin answer may be framed (RFC 7034; CSP `frame-ancestors` for browsers that prefer it); nor may
+ * a browser guess an answer's type past its `content-type`.
+ */
+const HARDENING: Readonly<Record<string, string>> = {
+  'x-frame-options': 'DENY',
+  'content-security-policy': "frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+};
+
 function send(
   res: ServerResponse,
   status: number,
@@ -45,7 +57,12 @@ function send(
   body: string,
   extra: Record<string, string> = {},
 ): void {
-  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), ...extra });
+  res.writeHead(status, {
+    ...HARDENING,
+    'content-type': type,
+    'content-length': Buffer.byteLength(body),
+    ...extra,
+  });
   res.end(body);
 }
 

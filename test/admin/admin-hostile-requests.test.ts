@@ -2,7 +2,8 @@
  * The admin listener against hostile requests: a request target that is not a path is a 400 (it
  * used to end the process), a listener without a token answers only requests addressed to an IP
  * address or localhost (DNS rebinding), and a POST from another origin is refused (a browser logged
- * in to the status page would send its credentials with another site's form).
+ * in to the status page would send its credentials with another site's form), and no answer may be
+ * framed by another page (clickjacking the status page's drain buttons).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -67,6 +68,20 @@ describe('admin listener without a token, against hostile requests', { timeout: 
     // Liveness and readiness probes may use any name.
     assert.equal((await adminRequest(t!, 'GET', '/healthz', { host: 'sluice-admin.svc' })).status, 200);
     assert.equal((await adminRequest(t!, 'GET', '/readyz', { host: 'sluice-admin.svc' })).status, 200);
+  });
+
+  it('forbids framing and type sniffing on every answer, the status page first', async () => {
+    // A page framing the status page at low opacity got real clicks on its drain buttons.
+    for (const path of ['/', '/status', '/admin/nodes', '/metrics', '/healthz', '/no-such-endpoint']) {
+      const res = await fetch(`${t!.adminUrl}${path}`);
+      await res.arrayBuffer();
+      assert.equal(res.headers.get('x-frame-options'), 'DENY', path);
+      assert.equal(res.headers.get('content-security-policy'), "frame-ancestors 'none'", path);
+      assert.equal(res.headers.get('x-content-type-options'), 'nosniff', path);
+    }
+    const page = await fetch(`${t!.adminUrl}/`);
+    assert.match(await page.text(), /<html/i);
+    assert.equal(page.status, 200);
   });
 
   it('refuses a POST from another origin, and takes one from its own', async () => {
