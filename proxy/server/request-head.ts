@@ -85,6 +85,12 @@ const CONTENT_LENGTH = /^\d{1,15}$/;
  * (no userinfo, no spaces), then an optional all-digit port.
  */
 const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/;
+/**
+ * A character a request target may not hold (RFC 9112 §3.2, RFC 3986 §2: visible ASCII only). uWS
+ * hands the target over decoded as UTF-8, so a byte above 0x7E shows as a character above it; the
+ * own engine refuses such bytes as it parses the request line.
+ */
+const NOT_TARGET = /[^\x21-\x7e]/;
 const CLOSE_TOKEN = /(?:^|,)[ \t]*close[ \t]*(?:,|$)/i;
 const KEEP_ALIVE_TOKEN = /(?:^|,)[ \t]*keep-alive[ \t]*(?:,|$)/i;
 
@@ -250,9 +256,14 @@ export function captureHead(
   // The uWS build in use returns undefined (not '') when the URL has no query string; it refuses
   // HTTP/1.0 itself, so every request it hands over is HTTP/1.1.
   const query = req.getQuery() as string | undefined;
-  beginHead(req.getCaseSensitiveMethod(), req.getUrl(), query ?? '', false);
+  const path = req.getUrl();
+  beginHead(req.getCaseSensitiveMethod(), path, query ?? '', false);
   req.forEach(addHeader);
-  return endHead(remoteAddress, proto, trustForwarded);
+  endHead(remoteAddress, proto, trustForwarded);
+  // Forwarded, such a target would reach the node re-encoded (é as the one byte 0xE9).
+  if (NOT_TARGET.test(path) || (query !== undefined && NOT_TARGET.test(query)))
+    head.framingError = 'invalid character in the request target';
+  return head;
 }
 
 function hostWithoutPort(host: string): string {

@@ -314,6 +314,24 @@ const ROWS: Row[] = [
     uws: { served: true, status: 404 },
   },
   {
+    name: 'a UTF-8 character in the target',
+    bytes: get('', 'GET /debug/echo/caf\xc3\xa9 HTTP/1.1'),
+    net: bad(),
+    uws: bad(),
+  },
+  {
+    name: 'a byte above 0x7E in the query',
+    bytes: get('', 'GET /debug/echo?q=\xff HTTP/1.1'),
+    net: bad(),
+    uws: bad(),
+  },
+  {
+    name: 'DEL (0x7F) in the target',
+    bytes: get('', 'GET /debug/a\x7fb HTTP/1.1'),
+    net: bad(),
+    uws: bad(),
+  },
+  {
     name: 'a space inside the target',
     bytes: get('', 'GET /debug/ echo HTTP/1.1'),
     net: bad(),
