@@ -46,6 +46,11 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
   private queuedBytes = 0;
   /** The exchange whose body the parser is reading, or null. */
   private bodyTarget: NetExchange | null = null;
+  /**
+   * The body target's client waits for `100 Continue`, owed once that exchange is first in line
+   * (pipelined behind unanswered ones); its body deadline starts only then.
+   */
+  private continueOwed = false;
   /** No more requests are read: the connection ends once the queue is answered. */
   private closing = false;
   private paused = false;
@@ -133,27 +138,44 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
       return this.closing ? STOP : BODY_NONE;
     }
     this.bodyTarget = ex;
-    this.bodyDeadline = nowMs() + this.rt.config.body_timeout_ms;
-    if (head.expectContinue && !head.http10 && this.queue[0] === ex) this.socket.write(CONTINUE, 'latin1');
+    // A client that waits for `100 Continue` sends no body before it: the body's time starts with
+    // the 100, which goes out when the request is first in line (RFC 9110 §10.1.1).
+    if (head.expectContinue && !head.http10 && this.queue[0] !== ex) {
+      this.continueOwed = true;
+      this.bodyDeadline = 0;
+    } else {
+      if (head.expectContinue && !head.http10) this.socket.write(CONTINUE, 'latin1');
+      this.bodyDeadline = nowMs() + this.rt.config.body_timeout_ms;
+    }
     return head.chunked ? BODY_CHUNKED : head.contentLength;
   }
 
   onBodyData(chunk: Buffer): void {
     // HOT
+    // The client did not wait for the 100 (RFC 9110 §10.1.1 lets it): none is owed any more.
+    if (this.continueOwed) this.bodyStarted();
     this.bodyTarget?.bodyData(chunk);
   }
 
   onBodyEnd(): void {
     const ex = this.bodyTarget;
     this.bodyTarget = null;
+    this.continueOwed = false;
     this.bodyDeadline = 0;
     ex?.bodyEnd();
+  }
+
+  /** The body target's body may now come: no 100 is owed, its deadline runs from now. */
+  private bodyStarted(): void {
+    this.continueOwed = false;
+    this.bodyDeadline = nowMs() + this.rt.config.body_timeout_ms;
   }
 
   onParseError(kind: ErrorKind, message: string): void {
     this.headDeadline = 0;
     const ex = this.bodyTarget;
     this.bodyTarget = null;
+    this.continueOwed = false;
     this.bodyDeadline = 0;
     this.stopReading();
     if (ex !== null) {
@@ -209,6 +231,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
       // Whatever is left of this request's body is not read (e.g. after a 413).
       if (this.bodyTarget === ex) {
         this.bodyTarget = null;
+        this.continueOwed = false;
         this.bodyDeadline = 0;
       }
       this.stopReading();
@@ -246,6 +269,11 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
         break;
       }
       const next = q[0];
+      // The request whose client waits for `100 Continue` is now first in line, not yet answered.
+      if (this.continueOwed && next === this.bodyTarget) {
+        if (next.out === null && !next.started) this.socket.write(CONTINUE, 'latin1');
+        this.bodyStarted();
+      }
       if (next !== undefined && next.out !== null) {
         this.queuedBytes -= next.outBytes;
         const out = next.out;
@@ -327,6 +355,7 @@ export class NetConnection implements Http1ParserOwner, ExchangeConnection {
     // write to a client that left fails and aborts it); the requests behind the first abandoned
     // one are abandoned with it, since answers go out in request order.
     this.bodyTarget = null;
+    this.continueOwed = false;
     this.bodyDeadline = 0;
     this.closing = true;
     this.parser.stop();

@@ -288,3 +288,56 @@ describe('pipelining on a uWS listener (pipelining: 0)', { timeout: 30_000 }, ()
     }
   });
 });
+
+describe('Expect: 100-continue behind a pipelined request', { timeout: 30_000 }, () => {
+  const BODY_TIMEOUT_MS = 500;
+  let held: HeldNode | undefined;
+  let h: TestSluice | undefined;
+
+  before(async () => {
+    held = new HeldNode();
+    await new Promise<void>((resolve) => held!.server.listen(0, '127.0.0.1', resolve));
+    h = await startTestSluice(
+      withListenerKeys(basicConfig([held.url]), { pipelining: PIPELINE, body_timeout_ms: BODY_TIMEOUT_MS }),
+    );
+  });
+
+  after(async () => {
+    await h?.close();
+    if (held !== undefined) {
+      held.server.closeAllConnections();
+      await new Promise<void>((resolve) => held!.server.close(() => resolve()));
+    }
+  });
+
+  it('sends 100 Continue once the request is first in line, and times its body from then', async () => {
+    const body = '{"model":"m","prompt":"hi","max_tokens":1}';
+    const conn = await RawConnection.open(h!.url);
+    try {
+      await conn.write(
+        'GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\nX-Seq: 0\r\n\r\n' +
+          `POST /debug/echo HTTP/1.1\r\nHost: sluice.test\r\nX-Seq: 1\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+      await waitFor(() => held!.received === 1, 10_000, 'the first request at the node');
+      // Longer than body_timeout_ms: a client waiting for its 100 is not late with its body.
+      await assert.rejects(
+        conn.waitForData(BODY_TIMEOUT_MS * 2),
+        /timed out/,
+        'an answer came while the first request was held',
+      );
+      held!.release();
+      const first = await conn.readResponse();
+      assert.equal(first.status, 200);
+      const interim = await conn.readResponse();
+      assert.equal(interim.status, 100, 'no 100 Continue once the request was first in line');
+      await conn.write(body);
+      const r = await conn.readResponse();
+      assert.equal(r.status, 200, r.body.toString());
+      const got = JSON.parse(r.body.toString()) as { seq: string; sha256: string };
+      assert.equal(got.seq, '1');
+      assert.equal(got.sha256, createHash('sha256').update(body).digest('hex'));
+    } finally {
+      conn.destroy();
+    }
+  });
+});
