@@ -231,14 +231,11 @@ export function endHead(remoteAddress: string, proto = 'http', trustForwarded = 
     if (named !== null) removeNamed(head.headers, named);
   }
   if (trustForwarded && clientFwd !== '') head.headers.push('forwarded', clientFwd);
-  head.headers.push(
-    'x-forwarded-for',
-    xff === '' ? remoteAddress : `${xff}, ${remoteAddress}`,
-    'x-forwarded-host',
-    trustForwarded && clientXfh !== '' ? clientXfh : host,
-    'x-forwarded-proto',
-    trustForwarded && clientXfp !== '' ? clientXfp : proto,
-  );
+  head.headers.push('x-forwarded-for', xff === '' ? remoteAddress : `${xff}, ${remoteAddress}`);
+  // An empty Host (allowed, RFC 9112 §3.2) or none (HTTP/1.0) names no host to pass on.
+  const forwardedHost = trustForwarded && clientXfh !== '' ? clientXfh : host;
+  if (forwardedHost !== '') head.headers.push('x-forwarded-host', forwardedHost);
+  head.headers.push('x-forwarded-proto', trustForwarded && clientXfp !== '' ? clientXfp : proto);
   return head;
 }
 

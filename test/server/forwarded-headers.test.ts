@@ -67,6 +67,35 @@ describe('forwarding headers', { timeout: 30_000 }, () => {
         }
       });
     }
+    it(`${engine.name} listener: sends no X-Forwarded-Host for a request that names no host`, async () => {
+      const t = await startTestSluice(
+        withListenerKeys(basicConfig([node!.url]), { pipelining: engine.pipelining }),
+      );
+      started.push(t);
+      // An empty Host is allowed (RFC 9112 §3.2); HTTP/1.0 needs none (the uWS engine refuses 1.0).
+      const heads = ['GET /v1/models HTTP/1.1\r\nHost:\r\n\r\n'];
+      if (engine.name === 'net') heads.push('GET /v1/models HTTP/1.0\r\n\r\n');
+      for (const bytes of heads) {
+        const conn = await RawConnection.open(t.url);
+        try {
+          const before = seen.length;
+          await conn.write(bytes);
+          const r = await conn.readResponse();
+          assert.equal(r.status, 200, r.body.toString());
+          assert.equal(seen.length, before + 1);
+          const h = seen.at(-1)!;
+          assert.equal(
+            h['x-forwarded-host'],
+            undefined,
+            `${JSON.stringify(bytes)}: an empty X-Forwarded-Host`,
+          );
+          assert.equal(h['x-forwarded-for'], '127.0.0.1');
+          assert.equal(h['x-forwarded-proto'], 'http');
+        } finally {
+          conn.destroy();
+        }
+      }
+    });
   }
 });
 
