@@ -72,6 +72,9 @@ export interface SessionHost {
 /** Retry headers of a 503 for a pool without an available node (one second). */
 const NO_NODE_RETRY_AFTER: readonly string[] = retryAfterHeaders(1000);
 
+/** Headers of Sluice's answer to `OPTIONS *` (none but the request id `respond` adds). */
+const NO_HEADERS: readonly string[] = [];
+
 /** Longest a dropped retryable answer's body is read before its exchange is cut, ms. */
 const DISCARD_DRAIN_MS = 100;
 
@@ -290,6 +293,12 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   /** Runs the request once its body is complete. */
   run(): void {
     // HOT
+    // `OPTIONS *` (the own engine's asterisk-form) asks about the server, not a resource a node
+    // holds: a 200 without content (RFC 9110 §9.3.7), before any plugin or route sees it.
+    if (this.path === '*') {
+      this.respond(200, NO_HEADERS, '');
+      return;
+    }
     const endpoints = this.host.endpoints;
     if (endpoints !== null && endpoints.owns(this.path)) {
       endpoints.handle(this);
