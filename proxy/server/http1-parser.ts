@@ -59,7 +59,10 @@ const EQUALS = 0x3d;
 const DQUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
-/** Longest chunk-size line (size and extensions), bytes. */
+/**
+ * Longest chunk-size line (size and extensions, up to its LF), bytes. Extension bytes do not count
+ * toward `max_body_bytes`, so this bounds them per chunk however the line arrives.
+ */
 const MAX_CHUNK_LINE = 1024;
 /** Allowance for the method, spaces, version and line end around the target, bytes. */
 const REQUEST_LINE_OVERHEAD = 64;
@@ -414,11 +417,9 @@ export class Http1Parser {
   private chunkSize(buf: Buffer): boolean {
     const pos = this.pos;
     const lf = buf.indexOf(LF, pos);
-    if (lf < 0) {
-      if (buf.length - pos > MAX_CHUNK_LINE)
-        return this.fail(Errors.badFraming, 'malformed request framing: chunk size line too long');
-      return false;
-    }
+    if ((lf < 0 ? buf.length : lf) - pos > MAX_CHUNK_LINE)
+      return this.fail(Errors.badFraming, 'malformed request framing: chunk size line too long');
+    if (lf < 0) return false;
     const end = lf - 1;
     if (end < pos || buf[end] !== CR)
       return this.fail(Errors.badFraming, 'malformed request framing: a line ends with a bare LF');

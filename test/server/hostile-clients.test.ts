@@ -245,6 +245,18 @@ const ROWS: Row[] = [
     uws: uwsPage(400),
   },
   {
+    name: 'a chunk size line of 1,000 bytes (valid)',
+    bytes: chunkedPost(`${HEX};a=${'x'.repeat(1000 - HEX.length - 3)}\r\n${BODY}\r\n0\r\n\r\n`),
+    net: served,
+    uws: uwsPage(400),
+  },
+  {
+    name: 'a chunk extension of 60,000 bytes, the whole line in one packet',
+    bytes: chunkedPost(`${HEX};a=${'x'.repeat(60_000)}\r\n${BODY}\r\n0\r\n\r\n`),
+    net: bad(),
+    uws: uwsPage(400),
+  },
+  {
     name: 'a chunk extension without a name (found by the fuzzer)',
     bytes: chunkedPost(`${HEX} ;\r\n${BODY}\r\n0\r\n\r\n`),
     net: bad(),
