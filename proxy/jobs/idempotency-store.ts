@@ -8,6 +8,7 @@
 
 import { createHash } from 'node:crypto';
 import type { JobDb } from './job-db.js';
+import { sendWithin } from './redis-command.js';
 
 /** A response kept for replay. */
 export interface StoredResponse {
@@ -254,7 +255,10 @@ export interface RedisIdempotencyOptions {
   ttlMs?: number;
   /** How long a claim without `complete` blocks its key (the process may have died), ms. Default 600,000. */
   inProgressTtlMs?: number;
-  /** Per-command timeout, ms. Default 2000. */
+  /**
+   * Per-command timeout, ms; a call that runs out rejects (the HTTP layer answers 503), though Redis
+   * may still run the command later. Default 2000.
+   */
   commandTimeoutMs?: number;
   /** How long `createRedisIdempotencyStore` waits for its own client's first connection, ms. Default 5000. */
   connectTimeoutMs?: number;
@@ -313,10 +317,16 @@ export class RedisIdempotencyStore implements IdempotencyStore {
   ) {}
 
   async begin(key: string, requestHash: string): Promise<IdempotencyBegin> {
-    const [kind, detail] = await this.run<[string, string?]>(BEGIN_SCRIPT, key, [
-      requestHash,
-      String(this.inProgressTtlMs),
-    ]);
+    const [kind, detail] = await this.run<[string, string?]>(
+      BEGIN_SCRIPT,
+      key,
+      [requestHash, String(this.inProgressTtlMs)],
+      // A claim taken after its caller gave up (and answered 503) would block the client's retry
+      // with 409 for the in-progress TTL: release it.
+      ([late]) => {
+        if (late === 'new') this.abandon(key).catch(() => undefined);
+      },
+    );
     if (kind === 'new') return { kind: 'new' };
     if (kind === 'replay')
       return { kind: 'replay', response: JSON.parse(detail ?? 'null') as StoredResponse };
@@ -346,15 +356,15 @@ export class RedisIdempotencyStore implements IdempotencyStore {
     return this.prefix + createHash('sha256').update(key).digest('hex');
   }
 
-  private async run<T>(s: Script, key: string, args: string[]): Promise<T> {
+  /** Runs a script, each command bounded by the timeout; a reply after it goes to `onLate`. */
+  private async run<T>(s: Script, key: string, args: string[], onLate?: (reply: T) => void): Promise<T> {
     const tail = ['1', this.redisKey(key), ...args];
-    const opts = { timeout: this.timeoutMs };
     try {
-      return await this.client.sendCommand<T>(['EVALSHA', s.sha, ...tail], opts);
+      return await sendWithin(this.client, ['EVALSHA', s.sha, ...tail], this.timeoutMs, onLate);
     } catch (err) {
       // First use, or a restarted Redis: EVAL loads the script into its cache.
       if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
-      return this.client.sendCommand<T>(['EVAL', s.src, ...tail], opts);
+      return sendWithin(this.client, ['EVAL', s.src, ...tail], this.timeoutMs, onLate);
     }
   }
 }
@@ -388,6 +398,6 @@ export async function createRedisIdempotencyStore(
     name: 'redis idempotency store',
   });
   return new RedisIdempotencyStore(client, prefix, ttlMs, inProgressTtlMs, timeoutMs, () =>
-    closeRedisClient(client),
+    closeRedisClient(client, timeoutMs),
   );
 }

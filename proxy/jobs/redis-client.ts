@@ -77,11 +77,23 @@ export async function openRedisClient(opts: RedisClientOptions): Promise<RedisCl
   return client;
 }
 
-/** Waits for replies in flight, then disconnects; drops the socket when that fails. */
-export async function closeRedisClient(client: RedisClient): Promise<void> {
+/**
+ * Waits for replies in flight, at most `waitMs` (a frozen Redis never answers them), then
+ * disconnects; drops the socket when that fails or the wait runs out.
+ */
+export async function closeRedisClient(client: RedisClient, waitMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await client.close();
+    const closed = await Promise.race([
+      client.close().then(() => true),
+      new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), waitMs);
+      }),
+    ]);
+    if (!closed) client.destroy();
   } catch {
     client.destroy();
+  } finally {
+    clearTimeout(timer);
   }
 }

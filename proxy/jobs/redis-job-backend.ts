@@ -36,7 +36,15 @@ import {
   type RedisJobConnectionOptions,
 } from './redis-job-connection.js';
 import { RedisJobFiles } from './redis-job-files.js';
-import { BACKLOG, CLAIM, POISON, PRUNE_CONSUMERS, RECORD, RETRY_LATER } from './redis-job-queue-scripts.js';
+import {
+  BACKLOG,
+  CLAIM,
+  POISON,
+  PRUNE_CONSUMERS,
+  RECORD,
+  RETRY_LATER,
+  UNCLAIM,
+} from './redis-job-queue-scripts.js';
 import { encodeFailure, encodeResult } from './redis-job-results.js';
 
 /** Options of `createRedisJobBackend` (YAML: `jobs.redis`): the connection plus the batch rules. */
@@ -124,15 +132,17 @@ export class RedisJobBackend implements JobBackend {
 
   /**
    * See `JobBackend.claim`. One script requeues due retries, takes over expired leases, then reads
-   * new stream entries; entries of batches that no longer run are acked and dropped on the way.
+   * new stream entries; entries of batches that no longer run are acked and dropped on the way. A
+   * claim that timed out but ran after all gives its items back when its reply comes: they would
+   * otherwise wait out their lease unrun, each with an attempt counted against it.
    */
   async claim(workerId: string, max: number, leaseMs: number): Promise<JobItem[]> {
     if (max <= 0) return [];
-    const rows = await this.conn.run<ClaimedRow[]>(CLAIM, [
-      workerId,
-      String(Math.floor(max)),
-      String(Math.max(0, Math.ceil(leaseMs))),
-    ]);
+    const rows = await this.conn.run<ClaimedRow[]>(
+      CLAIM,
+      [workerId, String(Math.floor(max)), String(Math.max(0, Math.ceil(leaseMs)))],
+      (late) => this.unclaim(workerId, late),
+    );
     const items = rows.map(
       ([id, batchId, index, attempts, owner, customId, request, host, headers]): JobItem => {
         const [method, url, body, raw] = JSON.parse(request) as [string, string, unknown, unknown];
@@ -154,6 +164,13 @@ export class RedisJobBackend implements JobBackend {
     );
     // Item ids follow batch creation, then input order: this is oldest batch, lowest index first.
     return items.sort((a, b) => a.id - b.id);
+  }
+
+  /** Hands back items of a claim whose caller gave up; a failure leaves them to their lease expiry. */
+  private unclaim(workerId: string, rows: ClaimedRow[]): void {
+    for (const [id, , , attempts] of rows) {
+      this.conn.run(UNCLAIM, [String(id), workerId, String(attempts)]).catch(() => undefined);
+    }
   }
 
   /** See `JobBackend.record`. */

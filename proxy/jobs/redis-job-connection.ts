@@ -6,6 +6,7 @@
 
 import type { Logger } from '../runtime/logger.js';
 import { closeRedisClient, openRedisClient, type RedisClient } from './redis-client.js';
+import { sendWithin } from './redis-command.js';
 import type { LuaScript } from './redis-job-lua.js';
 import { JOB_GROUP, RedisJobKeys } from './redis-job-keys.js';
 
@@ -17,7 +18,10 @@ export interface RedisJobConnectionOptions {
   prefix?: string;
   /** Wall clock, ms since the epoch, handed to every script. Default `Date.now`. */
   clock?: () => number;
-  /** Per-command timeout, ms; a call that runs out rejects (the HTTP layer answers 503). Default 5000. */
+  /**
+   * Per-command timeout, ms; a call that runs out rejects (the HTTP layer answers 503), though Redis
+   * may still run the command later. Default 5000.
+   */
   commandTimeoutMs?: number;
   /** How long to wait for the first connection, ms. Default 5000. */
   connectTimeoutMs?: number;
@@ -42,30 +46,33 @@ export class RedisJobConnection {
     private readonly timeoutMs: number,
   ) {}
 
-  /** One command; rejects after the command timeout or at once while disconnected. */
-  send<T>(args: (string | Buffer)[]): Promise<T> {
-    return this.client.sendCommand<T>(args, { timeout: this.timeoutMs });
+  /**
+   * One command; rejects after the command timeout or at once while disconnected. A command that
+   * timed out may still run: its reply, if it comes, goes to `onLate` (see `sendWithin`).
+   */
+  send<T>(args: (string | Buffer)[], onLate?: (reply: T) => void): Promise<T> {
+    return sendWithin(this.client, args, this.timeoutMs, onLate);
   }
 
   /**
    * Runs `script` with `ARGV = [prefix, now, group, ...args]` by its SHA, sending the source when
-   * Redis does not know it (first use, a restart, SCRIPT FLUSH).
+   * Redis does not know it (first use, a restart, SCRIPT FLUSH). `onLate` as for `send`.
    */
-  async run<T>(script: LuaScript, args: (string | Buffer)[]): Promise<T> {
+  async run<T>(script: LuaScript, args: (string | Buffer)[], onLate?: (reply: T) => void): Promise<T> {
     const argv = [this.keys.prefix, String(this.clock()), JOB_GROUP, ...args];
     try {
-      return await this.send<T>(['EVALSHA', script.sha, '0', ...argv]);
+      return await this.send<T>(['EVALSHA', script.sha, '0', ...argv], onLate);
     } catch (err) {
       if (!isNoScript(err)) throw err;
-      return this.send<T>(['EVAL', script.src, '0', ...argv]);
+      return this.send<T>(['EVAL', script.src, '0', ...argv], onLate);
     }
   }
 
-  /** Waits for replies in flight, then disconnects. Idempotent. */
+  /** Waits for replies in flight (at most the command timeout), then disconnects. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await closeRedisClient(this.client);
+    await closeRedisClient(this.client, this.timeoutMs);
   }
 }
 

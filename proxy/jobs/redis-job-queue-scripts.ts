@@ -1,8 +1,8 @@
 /**
  * Lua scripts of the worker side of the Redis batch-job backend: claim (retries due, expired
- * leases, new stream entries), record a result exactly once, give an item back, fail poisoned
- * items, count the backlog, prune idle consumers. Each is atomic on the server; this module only
- * holds their text.
+ * leases, new stream entries), record a result exactly once, give an item back (for a retry, or
+ * from a claim whose caller gave up), fail poisoned items, count the backlog, prune idle
+ * consumers. Each is atomic on the server; this module only holds their text.
  */
 
 import { defineLuaScript as script } from './redis-job-lua.js';
@@ -132,6 +132,28 @@ local l = cjson.decode(raw)
 if l.w ~= worker then return 0 end
 dropLease(itemId)
 redis.call('ZADD', RETRIES, str(now + delay), l.b .. ' ' .. l.i)
+return 1
+`,
+);
+
+/**
+ * ARGV 4..: item id, worker id, attempts. Gives back an item whose claim reply came after the worker
+ * had given up on it (so it never ran): if the worker still holds it from that claim (its attempts
+ * are still those the claim counted), the lease is dropped, that attempt uncounted and the item is
+ * due again at once. Returns 1 when it did, 0 when not.
+ */
+export const UNCLAIM = script(
+  'unclaim',
+  `
+local itemId, worker, attempts = ARGV[4], ARGV[5], ARGV[6]
+local raw = redis.call('HGET', INFLIGHT, itemId)
+if not raw then return 0 end
+local l = cjson.decode(raw)
+local ak = p .. 'attempts:' .. l.b
+if l.w ~= worker or redis.call('HGET', ak, l.i) ~= attempts then return 0 end
+dropLease(itemId)
+redis.call('HINCRBY', ak, l.i, -1)
+redis.call('ZADD', RETRIES, str(now), l.b .. ' ' .. l.i)
 return 1
 `,
 );

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { expectedEmbedding } from '../../loadtest/sim/outputs.js';
-import { redisSkip, startRedis, type TestRedis } from '../helpers/redis.js';
+import { redisSkip, settlesWithin, startRedis, type TestRedis } from '../helpers/redis.js';
 import { basicConfig, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const DIM = 64; // embedding_dim of the `fast` profile
@@ -112,6 +112,36 @@ describe('batch API on a shared Redis queue', { skip: redisSkip() }, () => {
     const recordedB = b.sluice.batch!.worker.stats.recorded;
     assert.equal(recordedA + recordedB, ITEMS);
     assert.ok(recordedA > 0 && recordedB > 0, `both instances worked (${recordedA} + ${recordedB})`);
+  });
+
+  it('answers 503 batch_store_unavailable while Redis is frozen, within the command timeout', async () => {
+    redis.pause();
+    try {
+      // The job store's command timeout is 5 s, the idempotency store's 2 s.
+      const list = await settlesWithin(fetch(`${b.url}/v1/batches`), 10_000, 'GET /v1/batches');
+      assert.equal(list.status, 503);
+      assert.equal(
+        ((await list.json()) as { error: { code: string } }).error.code,
+        'batch_store_unavailable',
+      );
+      const form = new FormData();
+      form.append('purpose', 'batch');
+      form.append('file', new Blob(['{}\n']), 'frozen.jsonl');
+      const upload = await settlesWithin(
+        fetch(`${b.url}/v1/files`, { method: 'POST', headers: { 'idempotency-key': 'frozen' }, body: form }),
+        10_000,
+        'POST /v1/files',
+      );
+      assert.equal(upload.status, 503);
+      assert.equal(b.sluice.batch!.api.stats.storeErrors, 2);
+    } finally {
+      redis.resume();
+    }
+    await waitFor(
+      async () => (await fetch(`${b.url}/v1/batches`)).status === 200,
+      10_000,
+      'the batch API to answer again',
+    );
   });
 
   // Last in the file: the restarted test server is empty.

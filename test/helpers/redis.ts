@@ -171,3 +171,19 @@ async function answersPing(port: number): Promise<boolean> {
     socket.once('error', () => done(false));
   });
 }
+
+/**
+ * `p`, or a rejection naming `what` once `ms` pass without it settling: a call to a frozen Redis
+ * that never settles fails its test instead of hanging it.
+ */
+export async function settlesWithin<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

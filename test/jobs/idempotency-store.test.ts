@@ -10,7 +10,7 @@ import {
   type StoredResponse,
 } from '../../proxy/jobs/idempotency-store.js';
 import { openJobDb } from '../../proxy/jobs/job-db.js';
-import { redisSkip, startRedis, type TestRedis } from '../helpers/redis.js';
+import { redisSkip, settlesWithin, startRedis, type TestRedis } from '../helpers/redis.js';
 import { ManualClock, tempDb } from './job-test-kit.js';
 
 const RESPONSE: StoredResponse = {
@@ -238,6 +238,30 @@ describe('idempotency store (redis)', { skip: redisSkip() }, () => {
     } finally {
       client.destroy();
     }
+  });
+
+  it('rejects a call Redis does not answer in time, and frees the key its late claim took', async () => {
+    const keys = await createRedisIdempotencyStore({
+      url: redis.url,
+      prefix: 'frozen:',
+      commandTimeoutMs: 300,
+    });
+    open.push(keys);
+    redis.pause();
+    try {
+      await assert.rejects(
+        settlesWithin(keys.begin('k', h1), 3000, 'begin'),
+        /redis did not answer within 300 ms/,
+      );
+    } finally {
+      redis.resume();
+    }
+    // The begin ran once Redis thawed; its caller answered 503, so the client's retry must run.
+    await until(
+      'the late claim to be released',
+      3000,
+      async () => (await keys.begin('k', h1)).kind === 'new',
+    );
   });
 
   it('rejects calls while Redis is down instead of answering', async () => {

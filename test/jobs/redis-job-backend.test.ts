@@ -8,7 +8,7 @@ import { JobError } from '../../proxy/jobs/job-errors.js';
 import { JobWorker, type ItemExecutor } from '../../proxy/jobs/job-worker.js';
 import type { JobItem, OutputLine } from '../../proxy/jobs/job-types.js';
 import { createRedisJobBackend, type RedisJobBackend } from '../../proxy/jobs/redis-job-backend.js';
-import { redisSkip, startRedis, type TestRedis } from '../helpers/redis.js';
+import { redisSkip, settlesWithin, startRedis, type TestRedis } from '../helpers/redis.js';
 import { CONFORMANCE_COMPLETION_WINDOWS, describeJobBackend } from './backend-conformance.js';
 import { embeddingsJsonl } from './job-test-kit.js';
 
@@ -408,5 +408,84 @@ describe('redis job backend, several instances', { skip: redisSkip() }, () => {
     const id = await batchOf(a, 1);
     const [item] = await a.claim('w', 1, 30_000);
     assert.equal(item?.batchId, id);
+  });
+});
+
+describe('redis job backend while Redis is frozen', { skip: redisSkip() }, () => {
+  // A server of its own: this suite freezes it.
+  let frozen: TestRedis | null = null;
+  const open: RedisJobBackend[] = [];
+  before(async () => {
+    frozen = await startRedis();
+  });
+  after(async () => {
+    frozen?.resume();
+    for (const b of open.splice(0)) await b.close();
+    await frozen?.stop();
+  });
+
+  async function instance(): Promise<RedisJobBackend> {
+    const backend = await createRedisJobBackend({
+      url: frozen!.url,
+      prefix: 'frozen:',
+      commandTimeoutMs: 300,
+    });
+    open.push(backend);
+    return backend;
+  }
+
+  it('rejects calls after the command timeout, closes, and gives back the items of a claim answered late', async () => {
+    const a = await instance();
+    const b = await instance();
+    const c = await instance();
+    // Nothing to claim yet, but Redis learns the script: the late claim below then runs by its SHA.
+    assert.deepEqual(await a.claim('worker-a', 10, 60_000), []);
+    const file = await a.createFile('acme', {
+      filename: 'in.jsonl',
+      purpose: 'batch',
+      content: embeddingsJsonl(2),
+    });
+    const batch = await a.createBatch('acme', {
+      input_file_id: file.id,
+      endpoint: EMBEDDINGS,
+      completion_window: '24h',
+    });
+    frozen!.pause();
+    try {
+      await assert.rejects(
+        settlesWithin(a.listBatches('acme'), 3000, 'listBatches'),
+        /redis did not answer within 300 ms/,
+      );
+      await assert.rejects(
+        settlesWithin(
+          a.createFile('acme', { filename: 'x.jsonl', purpose: 'batch', content: embeddingsJsonl(1) }),
+          3000,
+          'createFile',
+        ),
+        /redis did not answer within 300 ms/,
+      );
+      // Sent to the frozen server: Redis runs this claim once thawed, after the worker gave up on it.
+      await assert.rejects(
+        settlesWithin(a.claim('worker-a', 10, 60_000), 3000, 'claim'),
+        /redis did not answer within 300 ms/,
+      );
+      c.getBatch('acme', batch.id).catch(() => undefined);
+      await settlesWithin(c.close(), 3000, 'close with a reply outstanding');
+    } finally {
+      frozen!.resume();
+    }
+    // The late claim leased both items to worker-a for 60 s; they come back at once, attempts uncounted.
+    let items: JobItem[] = [];
+    await until('the late-claimed items to be given back', 5000, async () => {
+      items = items.concat(await b.claim('worker-b', 10, 60_000));
+      return items.length === 2;
+    });
+    assert.deepEqual(
+      items.map((i) => [i.batchId, i.index, i.attempts]),
+      [
+        [batch.id, 0, 1],
+        [batch.id, 1, 1],
+      ],
+    );
   });
 });
