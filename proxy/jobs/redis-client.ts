@@ -6,6 +6,7 @@
  */
 
 import { redisPackage } from '../runtime/optional-modules.js';
+import { isRedisAuthError, redisAuthMessage, redisHost } from '../runtime/redis-credentials.js';
 
 /** How to open a job-store client. */
 export interface RedisClientOptions {
@@ -39,26 +40,25 @@ function newClient(opts: RedisClientOptions) {
 /** A client opened by `openRedisClient`. */
 export type RedisClient = ReturnType<typeof newClient>;
 
-/** `host:port` of a Redis URL, for messages (never the credentials). */
-function redisHost(url: string): string {
-  try {
-    return new URL(url).host;
-  } catch {
-    return 'redis';
-  }
-}
-
 /**
- * A connected client. Rejects when no connection is made within `connectTimeoutMs` (fail fast at
+ * A connected client. Rejects at once when Redis refuses the credentials (a configuration error),
+ * and when no connection is made within `connectTimeoutMs`, naming the last error (fail fast at
  * startup); afterwards the client reconnects by itself.
  */
 export async function openRedisClient(opts: RedisClientOptions): Promise<RedisClient> {
   const client = newClient(opts);
+  let lastError: unknown = null;
+  let refused: (err: Error) => void = () => {};
+  const refusal = new Promise<Error>((resolve) => (refused = resolve));
   // An 'error' event without a listener would crash the process.
-  client.on('error', opts.onError ?? (() => {}));
+  client.on('error', (err: unknown) => {
+    lastError = err;
+    if (isRedisAuthError(err)) refused(err);
+    opts.onError?.(err);
+  });
   if (opts.onReady !== undefined) client.on('ready', opts.onReady);
   let timer: NodeJS.Timeout | undefined;
-  const connected = await Promise.race([
+  const outcome = await Promise.race([
     client.connect().then(
       () => true,
       () => false,
@@ -66,15 +66,15 @@ export async function openRedisClient(opts: RedisClientOptions): Promise<RedisCl
     new Promise<false>((resolve) => {
       timer = setTimeout(() => resolve(false), opts.connectTimeoutMs);
     }),
+    refusal,
   ]);
   clearTimeout(timer);
-  if (!connected) {
-    client.destroy();
-    throw new Error(
-      `${opts.name}: no connection to ${redisHost(opts.url)} within ${opts.connectTimeoutMs} ms`,
-    );
-  }
-  return client;
+  if (outcome === true) return client;
+  client.destroy();
+  const host = redisHost(opts.url);
+  if (outcome instanceof Error) throw new Error(redisAuthMessage(opts.name, host, outcome));
+  const why = lastError instanceof Error ? ` (last error: ${lastError.message})` : '';
+  throw new Error(`${opts.name}: no connection to ${host} within ${opts.connectTimeoutMs} ms${why}`);
 }
 
 /**

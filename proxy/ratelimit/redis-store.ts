@@ -15,6 +15,7 @@ import type { createClient } from 'redis';
 import { redisPackage } from '../runtime/optional-modules.js';
 import { nowMs } from '../lifecycle/clock.js';
 import type { Logger } from '../runtime/logger.js';
+import { isRedisAuthError, redisAuthMessage, redisHost } from '../runtime/redis-credentials.js';
 import { BUCKET_SCRIPT, BucketOp, decodeBatch, encodeBatch } from './redis-bucket-script.js';
 import type { RateLimitStore, StoreCounters } from './rate-limit-store.js';
 import { FailMode, TakeStatus } from './rate-limit-store.js';
@@ -66,6 +67,11 @@ export class RedisStore implements RateLimitStore {
   private readonly timeoutMs: number;
   private readonly clientTime: (() => number) | null;
   private readonly logger: Logger | null;
+  private readonly connectTimeoutMs: number;
+  /** `host:port` of the URL, for messages (never the credentials). */
+  private readonly host: string;
+  /** The client's last connection error; null until one happens. */
+  private lastError: unknown = null;
   /** False after a failure was reported, until the client is ready again (logs transitions only). */
   private healthy = true;
   private closed = false;
@@ -89,17 +95,22 @@ export class RedisStore implements RateLimitStore {
     this.maxBatch = options.maxBatch ?? 256;
     this.flushPending = () => this.flush();
     const maxDelay = options.reconnectMaxDelayMs ?? 1000;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 1000;
+    this.host = redisHost(options.url);
     this.client = redisPackage().createClient({
       url: options.url,
       // Commands sent while disconnected fail at once instead of waiting for the reconnect.
       disableOfflineQueue: true,
       commandsQueueMaxLength: options.maxPending ?? 1000,
       socket: {
-        connectTimeout: options.connectTimeoutMs ?? 1000,
+        connectTimeout: this.connectTimeoutMs,
         reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 16), maxDelay),
       },
     });
-    this.client.on('error', (err: unknown) => this.markUnhealthy(err));
+    this.client.on('error', (err: unknown) => {
+      this.lastError = err;
+      this.markUnhealthy(err);
+    });
     // Load the script on every (re)connection so the first requests need no NOSCRIPT round trip.
     this.client.on('ready', () => {
       void this.loadScript(nowMs() + this.timeoutMs).catch(() => undefined);
@@ -118,6 +129,20 @@ export class RedisStore implements RateLimitStore {
       if (Date.now() > deadline) throw new Error(`redis store not ready within ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 10));
     }
+  }
+
+  /**
+   * Called once at startup: waits for the first connection to be made or to fail (at most the
+   * connect timeout), and rejects when Redis refused the credentials, a configuration error no fail
+   * mode should hide. Any other failure resolves: the fail mode covers an outage.
+   */
+  async checkCredentials(): Promise<void> {
+    const deadline = Date.now() + this.connectTimeoutMs;
+    while (!this.client.isReady && this.lastError === null && !this.closed && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    if (!this.client.isReady && isRedisAuthError(this.lastError))
+      throw new Error(redisAuthMessage('rate_limits.redis', this.host, this.lastError));
   }
 
   /** True while the client holds a ready connection. */
@@ -272,6 +297,11 @@ export class RedisStore implements RateLimitStore {
   private markUnhealthy(err: unknown): void {
     if (!this.healthy || this.closed) return;
     this.healthy = false;
+    if (isRedisAuthError(err)) {
+      // Not an outage that passes: it lasts until the password or the URL is fixed.
+      this.logger?.error(`${redisAuthMessage('ratelimit', this.host, err)}; failing ${this.failMode}`);
+      return;
+    }
     const why = err instanceof Error ? err.message : 'not connected';
     this.logger?.warn(`ratelimit: redis store unavailable (${why}); failing ${this.failMode}`);
   }

@@ -26,6 +26,7 @@ import { MicroBatcherStats } from '../batch/batch-stats.js';
 import { StatsRegistry } from '../metrics/stats.js';
 import { compilePlan, type CompileContext, type Plan } from '../plan/plan.js';
 import { RuntimeState } from '../plan/runtime-state.js';
+import { RedisStore } from '../ratelimit/redis-store.js';
 import { ProxyServer, type BoundListener } from '../server/proxy-server.js';
 import { NEVER_SHED } from '../server/load-shedder.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls-material.js';
@@ -206,6 +207,9 @@ export class Sluice {
         throw e;
       }
       this.planned = true;
+      // Wrong credentials are a configuration error, not an outage to fail open or closed through.
+      const store = this.runtime.limiter?.store;
+      if (store instanceof RedisStore) await store.checkCredentials();
       this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
       this.capacity.start();
       this.server = new ProxyServer(this.stats, () => this.plan);
