@@ -152,11 +152,58 @@ function checkRingSize(data: Json, issues: ConfigIssue[]): void {
 const NEEDS_ANONYMOUS =
   'allow_anonymous needs anonymous_tenant: name the tenant that requests without a key are served as';
 
-/** A section with `store: redis` (rate limits, batch jobs) has its `redis` connection. */
-function checkRedisStore(section: unknown, path: ConfigPath, issues: ConfigIssue[]): void {
-  if (isRecord(section) && section['store'] === 'redis' && !isRecord(section['redis'])) {
-    issues.push({ path, anchor: 'value', message: 'store redis needs a redis section with its url' });
+const PERCENT_ENCODE =
+  'percent-encode special characters of the user and password (# as %23, / as %2F, ? as %3F, @ as %40, % as %25)';
+
+/**
+ * Why `url` is not a Redis URL the client can use, or undefined when it is one (or when it lacks the
+ * `redis://` scheme, which the schema reports). The client reads it with `new URL`, so a password
+ * with a raw `#` or `/` fails there (`serve` then stopped with only "Invalid URL"), and an empty
+ * host silently meant 127.0.0.1:6379.
+ */
+function redisUrlProblem(url: string): string | undefined {
+  if (!/^rediss?:\/\//.test(url)) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    const portText = /:(\d+)(\/\d*)?$/.exec(url)?.[1];
+    if (portText !== undefined && Number(portText) > 65535) return 'the port is above 65535';
+    return `not a valid URL; ${PERCENT_ENCODE}`;
   }
+  if (parsed.hostname === '') return 'it has no host';
+  if (parsed.port === '0') return 'the port must be from 1 to 65535';
+  if (parsed.pathname.length > 1 && !/^\/\d+$/.test(parsed.pathname))
+    return `the path must be a database number like /0 (got ${parsed.pathname})`;
+  try {
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+  } catch {
+    return `the user or password is not valid percent-encoding; ${PERCENT_ENCODE}`;
+  }
+  return undefined;
+}
+
+/**
+ * A section with `store: redis` (rate limits, batch jobs, plugin store) has its `redis` connection,
+ * and its url is one the Redis client can use.
+ */
+function checkRedisStore(section: unknown, path: ConfigPath, issues: ConfigIssue[]): void {
+  if (!isRecord(section)) return;
+  const redis = section['redis'];
+  if (section['store'] === 'redis' && !isRecord(redis)) {
+    issues.push({ path, anchor: 'value', message: 'store redis needs a redis section with its url' });
+    return;
+  }
+  const url = isRecord(redis) ? text(redis, 'url') : undefined;
+  if (url === undefined) return;
+  const problem = redisUrlProblem(url);
+  if (problem === undefined) return;
+  issues.push({
+    path: [...path, 'redis', 'url'],
+    anchor: 'value',
+    message: `must be a URL like redis://:password@10.0.0.5:6379/0 (got ${JSON.stringify(maskUrlPasswords(url))}: ${problem})`,
+  });
 }
 
 const HEX_DIGEST = /^[0-9a-fA-F]{64}$/;

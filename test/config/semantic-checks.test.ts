@@ -4,6 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { createClient } from 'redis';
+import { parseConfig } from '../../config/loader.js';
 import { BASE_LINES, configOf, errorsOf, onlyErrorOf, placesOf, yamlLines } from './config-fixtures.js';
 
 const POOLS = [
@@ -242,6 +244,63 @@ void describe('node URLs', () => {
       ),
     );
     assert.equal(config.pools.length, 2);
+  });
+});
+
+void describe('redis URLs', () => {
+  const rateLimits = (url: string): string =>
+    yamlLines(...BASE_LINES, 'rate_limits:', '  store: redis', `  redis: { url: "${url}" }`);
+  const jobs = (url: string): string =>
+    yamlLines(...BASE_LINES, 'batch_api:', '  jobs:', '    store: redis', `    redis: { url: "${url}" }`);
+  const pluginStore = (url: string): string =>
+    yamlLines(...BASE_LINES, 'plugin_store:', '  store: redis', `  redis: { url: "${url}" }`);
+
+  void it('rejects a port out of range, a missing host and a path that is no database number', () => {
+    const port = onlyErrorOf(rateLimits('redis://127.0.0.1:99999'));
+    assert.deepEqual(placesOf([port]), ['10:17 rate_limits.redis.url']);
+    assert.equal(
+      port.message,
+      'must be a URL like redis://:password@10.0.0.5:6379/0 (got "redis://127.0.0.1:99999": the port is above 65535)',
+    );
+    const host = onlyErrorOf(jobs('redis://'));
+    assert.deepEqual(placesOf([host]), ['11:19 batch_api.jobs.redis.url']);
+    assert.match(host.message, /\(got "redis:\/\/": it has no host\)$/);
+    const db = onlyErrorOf(pluginStore('redis://cache:6379/jobs'));
+    assert.deepEqual(placesOf([db]), ['10:17 plugin_store.redis.url']);
+    assert.match(db.message, /the path must be a database number like \/0 \(got \/jobs\)/);
+  });
+
+  void it('rejects a password with a raw special character, says to percent-encode it and never quotes it', () => {
+    for (const config of [rateLimits('redis://:p#ss@127.0.0.1:6379'), jobs('redis://:p/ss@127.0.0.1:6379')]) {
+      const error = onlyErrorOf(config);
+      assert.match(error.message, /not a valid URL; percent-encode special characters .*# as %23/);
+      assert.match(error.message, /redis:\/\/:\*\*\*\*@127\.0\.0\.1:6379/);
+      assert.doesNotMatch(error.message, /p#ss|p\/ss/);
+    }
+  });
+
+  void it('accepts exactly the URLs the Redis client accepts', () => {
+    const urls = [
+      'redis://127.0.0.1:6379',
+      'rediss://user:pw@cache.internal',
+      'redis://:p%23ss@127.0.0.1:6379/2',
+      'redis://[::1]:6379/0',
+      'redis://127.0.0.1:99999',
+      'redis://:p#ss@127.0.0.1:6379',
+      'redis://:p/ss@127.0.0.1:6379',
+      'redis://cache:6379/jobs',
+      'redis://:p%zz@cache:6379',
+    ];
+    for (const url of urls) {
+      let clientAccepts = true;
+      try {
+        createClient({ url });
+      } catch {
+        clientAccepts = false;
+      }
+      const result = parseConfig(rateLimits(url), 'test.yaml');
+      assert.equal(result.ok, clientAccepts, `${url}: check says ${result.ok}, the client ${clientAccepts}`);
+    }
   });
 });
 
