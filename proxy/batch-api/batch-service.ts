@@ -96,13 +96,22 @@ export class BatchService {
     let backend: JobBackend;
     let idempotency: IdempotencyStore;
     let closeIdempotency = async (): Promise<void> => {};
+    /** True while the store is known to be down (its loss and recovery are logged once). */
+    let storeDown = (): boolean => false;
     const idemOpts = { ttlMs: cfg.idempotency.ttl_ms, inProgressTtlMs: cfg.idempotency.in_progress_ttl_ms };
     if (jobs.store === 'redis') {
       const r = jobs.redis!;
       // Loaded only when configured: the embedded default never pulls the Redis code in.
       const { createRedisJobBackend } = await import('../jobs/redis-job-backend.js');
       const { createRedisIdempotencyStore } = await import('../jobs/idempotency-store.js');
-      backend = await createRedisJobBackend({ url: r.url, prefix: r.key_prefix, ...storeOpts });
+      const redis = await createRedisJobBackend({
+        url: r.url,
+        prefix: r.key_prefix,
+        logger: ctx.log,
+        ...storeOpts,
+      });
+      backend = redis;
+      storeDown = () => !redis.available;
       try {
         const store = await createRedisIdempotencyStore({
           url: r.url,
@@ -137,7 +146,11 @@ export class BatchService {
       maxAttempts: jobs.max_attempts,
       retryBaseMs: jobs.retry_base_ms,
       pollMs: jobs.poll_ms,
-      onError: (err) => ctx.log.error(`batch jobs: ${err instanceof Error ? err.message : String(err)}`),
+      // A poll failing while the store is known down is counted (stats.storeErrors), not logged
+      // again on every poll.
+      onError: (err) => {
+        if (!storeDown()) ctx.log.error(`batch jobs: ${err instanceof Error ? err.message : String(err)}`);
+      },
     });
     // Expired keys are ignored anyway; this only reclaims their space (Redis expires its own).
     const purgeTimer = setInterval(() => {

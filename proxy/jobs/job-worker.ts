@@ -53,6 +53,8 @@ export interface JobWorkerStats {
   duplicates: number;
   /** Attempts given back for a retry. */
   retried: number;
+  /** Backend calls that failed (a claim, a sweep, a result); each is tried again or recovered by lease expiry. */
+  storeErrors: number;
 }
 
 /** A 429 or 5xx may succeed later; anything else is the item's result. */
@@ -71,7 +73,7 @@ function retryable(status: number): boolean {
  * await worker.whenIdle();
  */
 export class JobWorker {
-  readonly stats: JobWorkerStats = { started: 0, recorded: 0, duplicates: 0, retried: 0 };
+  readonly stats: JobWorkerStats = { started: 0, recorded: 0, duplicates: 0, retried: 0, storeErrors: 0 };
   private readonly concurrency: number;
   /** Item starts, capacity `concurrency`; null when the start rate is unlimited. */
   private readonly starts: Bucket | null;
@@ -251,6 +253,7 @@ export class JobWorker {
     try {
       return await step();
     } catch (err) {
+      this.stats.storeErrors++;
       this.onError(err);
       return undefined;
     }

@@ -90,6 +90,11 @@ export class RedisJobBackend implements JobBackend {
     this.batches = new RedisJobBatches(conn, this.files, rules, chunk);
   }
 
+  /** False while Redis is known to be unavailable; its loss and recovery are logged once. */
+  get available(): boolean {
+    return this.conn.available;
+  }
+
   // ---- client side ----
 
   createFile(owner: string, params: CreateFileParams): Promise<FileObject> {

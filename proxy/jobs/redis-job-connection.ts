@@ -6,7 +6,7 @@
 
 import type { Logger } from '../runtime/logger.js';
 import { closeRedisClient, openRedisClient, type RedisClient } from './redis-client.js';
-import { sendWithin } from './redis-command.js';
+import { RedisCommandTimeout, sendWithin } from './redis-command.js';
 import type { LuaScript } from './redis-job-lua.js';
 import { JOB_GROUP, RedisJobKeys } from './redis-job-keys.js';
 
@@ -35,23 +35,67 @@ function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
 
+/**
+ * Whether Redis answers, as last seen: lost on a connection error or a command that timed out,
+ * back when the client is ready again or a command is answered. Logs each change once, never per
+ * call.
+ */
+export class RedisJobHealth {
+  /** False from a loss until the recovery. */
+  up = true;
+
+  constructor(private readonly logger: Logger | undefined) {}
+
+  /** Redis failed (`err` says how); logs a warning on the first failure only. */
+  lost(err: unknown): void {
+    if (!this.up) return;
+    this.up = false;
+    this.logger?.warn(`jobs: redis unavailable (${err instanceof Error ? err.message : String(err)})`);
+  }
+
+  /** Redis answers again; logs on the first answer after a loss only. */
+  back(): void {
+    if (this.up) return;
+    this.up = true;
+    this.logger?.info('jobs: redis available again');
+  }
+}
+
 /** A connected client plus the key names and clock of one backend. */
 export class RedisJobConnection {
   private closed = false;
+  /** Settles a call's outcome into `health` (class fields: no closure per call). */
+  private readonly answered = <T>(reply: T): T => {
+    this.health.back();
+    return reply;
+  };
+  private readonly failed = (err: unknown): never => {
+    if (err instanceof RedisCommandTimeout) this.health.lost(err);
+    throw err;
+  };
 
   constructor(
     private readonly client: RedisClient,
     readonly keys: RedisJobKeys,
     readonly clock: () => number,
     private readonly timeoutMs: number,
+    private readonly health: RedisJobHealth,
   ) {}
+
+  /**
+   * False while Redis is known to be unavailable (disconnected, or its last command timed out): the
+   * loss was logged once, so callers need not log each failed call again.
+   */
+  get available(): boolean {
+    return this.health.up && this.client.isReady;
+  }
 
   /**
    * One command; rejects after the command timeout or at once while disconnected. A command that
    * timed out may still run: its reply, if it comes, goes to `onLate` (see `sendWithin`).
    */
   send<T>(args: (string | Buffer)[], onLate?: (reply: T) => void): Promise<T> {
-    return sendWithin(this.client, args, this.timeoutMs, onLate);
+    return sendWithin(this.client, args, this.timeoutMs, onLate).then(this.answered<T>, this.failed);
   }
 
   /**
@@ -81,27 +125,20 @@ export class RedisJobConnection {
  * startup); afterwards the client reconnects by itself and logs each loss and recovery once.
  */
 export async function connectRedisJobs(opts: RedisJobConnectionOptions): Promise<RedisJobConnection> {
-  let healthy = true;
+  const health = new RedisJobHealth(opts.logger);
   const client = await openRedisClient({
     url: opts.url,
     connectTimeoutMs: opts.connectTimeoutMs ?? 5000,
     reconnectMaxDelayMs: opts.reconnectMaxDelayMs ?? 2000,
     name: 'redis job backend',
-    onError: (err) => {
-      if (!healthy) return;
-      healthy = false;
-      opts.logger?.warn(`jobs: redis unavailable (${err instanceof Error ? err.message : String(err)})`);
-    },
-    onReady: () => {
-      if (healthy) return;
-      healthy = true;
-      opts.logger?.info('jobs: redis available again');
-    },
+    onError: (err) => health.lost(err),
+    onReady: () => health.back(),
   });
   return new RedisJobConnection(
     client,
     new RedisJobKeys(opts.prefix ?? 'sluice:jobs:'),
     opts.clock ?? Date.now,
     opts.commandTimeoutMs ?? 5000,
+    health,
   );
 }

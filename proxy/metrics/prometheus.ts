@@ -157,6 +157,11 @@ function batchApiSeries(out: string[], m: BatchApiMetrics): void {
     m.worker.duplicates,
   );
   counter(
+    'sluice_batch_jobs_store_errors_total',
+    'Failed job store calls of the worker (claims, sweeps, results), tried again or recovered by lease expiry.',
+    m.worker.storeErrors,
+  );
+  counter(
     'sluice_batch_jobs_items_deferred_total',
     'Times Sluice itself refused a job item and it waited.',
     m.executor.deferred,

@@ -142,12 +142,31 @@ describe('batch API on a shared Redis queue', { skip: redisSkip() }, () => {
       10_000,
       'the batch API to answer again',
     );
+    await waitFor(
+      async () => jobLines(b).some((l) => l.includes('available again')),
+      5000,
+      'the recovery line',
+    );
+    // The worker's timed-out polls are counted, not logged one by one.
+    assert.ok(b.sluice.batch!.worker.stats.storeErrors >= 1);
+    assert.deepEqual(jobLines(b), [
+      'warn jobs: redis unavailable (redis did not answer within 5000 ms)',
+      'info jobs: redis available again',
+    ]);
   });
 
   // Last in the file: the restarted test server is empty.
   it('answers 503 batch_store_unavailable with retry-after while Redis is down, and serves again after', async () => {
+    const logged = a.logs.length;
     await redis.stop();
     try {
+      // The worker polls every 20 ms meanwhile.
+      const failed = a.sluice.batch!.worker.stats.storeErrors;
+      await waitFor(
+        async () => a.sluice.batch!.worker.stats.storeErrors >= failed + 5,
+        5000,
+        'worker polls to fail',
+      );
       const list = await fetch(`${a.url}/v1/batches`);
       assert.equal(list.status, 503);
       assert.equal(list.headers.get('retry-after'), '1');
@@ -179,5 +198,24 @@ describe('batch API on a shared Redis queue', { skip: redisSkip() }, () => {
       10_000,
       'the batch API to answer again',
     );
+    await waitFor(
+      async () => jobLines(a, logged).some((l) => l.includes('available again')),
+      5000,
+      'the recovery line',
+    );
+    const lines = jobLines(a, logged);
+    assert.equal(lines.length, 2, lines.join('\n'));
+    assert.match(lines[0]!, /^warn jobs: redis unavailable \(.+\)$/);
+    assert.equal(lines[1], 'info jobs: redis available again');
   });
 });
+
+/** The log lines of the job store and the worker from line `from` on, as `level message`. */
+function jobLines(t: TestSluice, from = 0): string[] {
+  return t.logs
+    .slice(from)
+    .map((l) => /\b(debug|info|warn|error)\b\s+(.*)$/.exec(l.trim()))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => `${m[1]} ${m[2]}`)
+    .filter((l) => / (jobs: redis|batch jobs:)/.test(l));
+}

@@ -128,7 +128,7 @@ describe('job worker', () => {
       assert.equal(l.custom_id, `req-${i}`);
       assert.deepEqual(l.response?.body, { echo: `text ${i}` });
     });
-    assert.deepEqual(worker.stats, { started: 60, recorded: 60, duplicates: 0, retried: 0 });
+    assert.deepEqual(worker.stats, { started: 60, recorded: 60, duplicates: 0, retried: 0, storeErrors: 0 });
   });
 
   it('caps the start rate', async () => {
@@ -328,6 +328,6 @@ describe('job worker', () => {
       [0, 1, 2, 3, 4].map((i) => [`req-${i}`, { n: i }]),
     );
     assert.equal(ex.calls, 6, 'the item whose record failed ran once more');
-    assert.deepEqual(worker.stats, { started: 6, recorded: 5, duplicates: 0, retried: 0 });
+    assert.deepEqual(worker.stats, { started: 6, recorded: 5, duplicates: 0, retried: 0, storeErrors: 3 });
   });
 });
