@@ -92,8 +92,8 @@ export interface H1ClientOptions {
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Field values: HTAB, visible ASCII, space and obs-text; never CR, LF or NUL (RFC 9110 §5.5). */
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-/** A request target in origin form: no control bytes, spaces or characters beyond latin1. */
-const BAD_PATH = /[^\x21-\xff]/;
+/** A request target in origin form: visible ASCII only (no control bytes, DEL, spaces or bytes above 0x7E). */
+const BAD_PATH = /[^\x21-\x7e]/;
 /** Methods whose request has content semantics: an empty body is still sent with `content-length: 0`. */
 const EXPECTS_BODY = new Set(['POST', 'PUT', 'PATCH', 'QUERY']);
 /** Headers the client writes itself. */
@@ -128,6 +128,14 @@ type St = (typeof St)[keyof typeof St];
 /** One exchange inside the client. */
 class Exchange {
   readonly handler: UpstreamHandler;
+  /** The connection running it; null before it started and once it ended. */
+  conn: H1Connection | null = null;
+  /**
+   * Given to the handler: they act on this exchange only, so a handler that calls them late (its
+   * exchange over, the connection serving another) changes nothing.
+   */
+  readonly abort: (reason: Error) => void;
+  readonly resume: () => void;
   /** The request head, serialised once at dispatch. */
   readonly head: string;
   readonly body: Buffer | null;
@@ -147,6 +155,8 @@ class Exchange {
     this.isHead = isHead;
     this.ttfbMs = req.ttfbMs;
     this.idleMs = req.idleMs;
+    this.abort = (reason) => this.conn?.abortExchange(this, reason);
+    this.resume = () => this.conn?.resumeExchange(this);
   }
 }
 
@@ -205,13 +215,30 @@ export class H1Client {
       return;
     }
     const ex = new Exchange(handler, head, req.body, req.method === 'HEAD', req);
-    const conn = this.idle.pop();
-    if (conn !== undefined) {
+    const conn = this.idle.length > 0 ? this.freshIdle() : null;
+    if (conn !== null) {
       conn.startSoon(ex);
       return;
     }
     this.queue.push(ex);
     if (this.open < this.maxConnections) this.connect();
+  }
+
+  /**
+   * The most recently used idle connection still within its keep-alive, or null; older ones past
+   * it are closed on the way (the sweep runs only once a second: a node that closes at its own
+   * timeout must not get a request in the same moment).
+   */
+  private freshIdle(): H1Connection | null {
+    // HOT
+    const now = nowMs();
+    const idle = this.idle;
+    while (idle.length > 0) {
+      const c = idle.pop()!;
+      if (now - c.idleSinceMs < Math.min(this.keepAliveMs, c.keepAliveHintMs)) return c;
+      c.close();
+    }
+    return null;
   }
 
   /** Puts back an exchange whose connection closed before it was written: it is served first. */
@@ -450,15 +477,9 @@ class H1Connection {
   private pending: Exchange | null = null;
   /** The current exchange's request was handed to the socket. */
   private written = false;
-  /** Passed to handlers: aborts the connection's current exchange. */
-  private readonly abortFn: (reason: Error) => void;
-  /** Passed to handlers: resumes a paused body. */
-  private readonly resumeFn: () => void;
 
   constructor(client: H1Client) {
     this.client = client;
-    this.abortFn = (reason) => this.abort(reason);
-    this.resumeFn = () => this.resume();
     client.conns.add(this);
     const s = net.connect({ host: client.host, port: client.port, noDelay: true });
     this.socket = s;
@@ -497,6 +518,8 @@ class H1Connection {
   startSoon(ex: Exchange): void {
     // HOT
     this.pending = ex;
+    // Counted as running from now: `close` waits for it.
+    this.client.started();
     starting.push(this);
     if (!startScheduled) {
       startScheduled = true;
@@ -510,19 +533,20 @@ class H1Connection {
     const ex = this.pending;
     if (ex === null) return;
     this.pending = null;
-    this.start(ex);
+    this.start(ex, true);
   }
 
   /** Starts `ex` on this (connected, idle) connection. */
-  start(ex: Exchange): void {
+  start(ex: Exchange, counted = false): void {
     // HOT
     this.ex = ex;
     this.state = St.head;
     this.keepAlive = true;
     this.paused = false;
     this.written = false;
-    this.client.started();
-    ex.handler.onConnect(this.abortFn);
+    if (!counted) this.client.started();
+    ex.conn = this;
+    ex.handler.onConnect(ex.abort);
     // The handler may have aborted at once (its request was cancelled while it waited): nothing
     // was written, so the connection serves the next exchange.
     if (this.ex !== ex) return;
@@ -648,6 +672,11 @@ class H1Connection {
     }
     const end = buf.indexOf('\r\n\r\n', searchFrom, 'latin1');
     const max = this.client.maxHeadBytes;
+    if (end < 0 && buf.indexOf('\n\n', searchFrom > 0 ? searchFrom - 1 : 0, 'latin1') >= 0) {
+      // A head ended by bare line feeds: it would never be taken as complete.
+      this.fail(protocolError('bare LF line ends in the response head'));
+      return d.length;
+    }
     if (end < 0) {
       if (buf.length - base > max) {
         this.fail(protocolError(`response head larger than ${max} bytes`));
@@ -809,7 +838,7 @@ class H1Connection {
     }
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = ex.idleMs > 0 ? setTimeout(onExchangeTimeout, ex.idleMs, this) : null;
-    if (!ex.handler.onHeaders(status, raw, this.resumeFn, statusText)) this.paused = true;
+    if (!ex.handler.onHeaders(status, raw, ex.resume, statusText)) this.paused = true;
     return this.ex === ex;
   }
 
@@ -904,6 +933,7 @@ class H1Connection {
   private complete(ex: Exchange, extra: boolean): void {
     // HOT
     this.ex = null;
+    ex.conn = null;
     this.state = St.idle;
     this.carry = null;
     this.held = null;
@@ -913,9 +943,11 @@ class H1Connection {
     this.paused = false;
     if (reuse && this.socketPaused) this.resumeSocket();
     this.client.finished();
-    ex.handler.onComplete(null);
+    // The connection is back in the pool first, so a request the handler sends from onComplete
+    // (the next turn of a conversation, a retry) can take it.
     if (reuse) this.client.ready(this);
     else this.close();
+    ex.handler.onComplete(null);
   }
 
   /** Fails the current exchange with `err` and closes the connection. */
@@ -924,32 +956,33 @@ class H1Connection {
     this.ex = null;
     this.close();
     if (ex === null) return;
+    ex.conn = null;
     this.client.finished();
     ex.handler.onError(err);
   }
 
-  private abort(reason: Error): void {
-    const ex = this.ex;
-    if (ex === null) return;
+  /** `ex`'s handler aborts it (nothing when `ex` is no longer this connection's exchange). */
+  abortExchange(ex: Exchange, reason: Error): void {
+    if (this.ex !== ex) return;
     if (this.written || this.closed) {
       this.fail(reason);
       return;
     }
     // Aborted inside onConnect, before a byte was written: the connection is still clean.
     this.ex = null;
+    ex.conn = null;
     this.state = St.idle;
     this.client.finished();
     ex.handler.onError(reason);
     this.client.ready(this);
   }
 
-  private resume(): void {
-    if (!this.paused) return;
+  /** `ex`'s handler resumes its body (nothing when `ex` is no longer this connection's exchange). */
+  resumeExchange(ex: Exchange): void {
+    if (this.ex !== ex || !this.paused) return;
     this.paused = false;
     if (this.timer !== null) this.timer.refresh();
     if (this.feeding) return;
-    const ex = this.ex;
-    if (ex === null) return;
     const held = this.held;
     this.held = null;
     this.feed(held ?? EMPTY);
@@ -1015,6 +1048,7 @@ class H1Connection {
       const ex = this.pending;
       this.pending = null;
       this.client.requeue(ex);
+      this.client.finished();
     }
     if (this.connected) this.client.gone(this);
     else
