@@ -14,6 +14,8 @@ const CONNECT_ERRNOS = new Set([
   'ENOTFOUND',
   'EAI_AGAIN',
   'EADDRNOTAVAIL',
+  // Before a connection is up only (after it, Sluice's client reports a reset whatever the errno).
+  'ETIMEDOUT',
 ]);
 
 /** Turns an error raised by an upstream attempt into a SluiceError with the right kind. */

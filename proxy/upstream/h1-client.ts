@@ -28,6 +28,7 @@ import { nowMs } from '../lifecycle/clock.js';
  */
 export interface UpstreamHandler {
   onConnect(abort: (reason: Error) => void): void;
+  /** `statusText` is always '' from H1Client (the reason phrase is checked, not decoded). */
   onHeaders(status: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean;
   onData(chunk: Buffer): boolean;
   onComplete(trailers: string[] | null): void;
@@ -69,8 +70,8 @@ export const H1ErrorCode = {
 /** A failure of the client, with a stable `code` (H1ErrorCode). */
 export class H1Error extends Error {
   readonly code: string;
-  constructor(code: string, message: string) {
-    super(message);
+  constructor(code: string, message: string, cause?: Error) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'H1Error';
     this.code = code;
   }
@@ -90,6 +91,8 @@ export interface H1ClientOptions {
 
 /** A request method is a token (RFC 9110 §9.1). */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** A token in lower case: what every header name Sluice forwards is. */
+const LOWER_TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
 /** Field values: HTAB, visible ASCII, space and obs-text; never CR, LF or NUL (RFC 9110 §5.5). */
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** A request target in origin form: visible ASCII only (no control bytes, DEL, spaces or bytes above 0x7E). */
@@ -172,6 +175,10 @@ export class H1Client {
   readonly maxHeadBytes: number;
   /** Connections open or opening. */
   private open = 0;
+  /** Of those, connections still opening. */
+  private connecting = 0;
+  /** Connections opened since start (attempts, whether they came up or not). */
+  opened = 0;
   /** Connections waiting for work, most recently used last. */
   private readonly idle: H1Connection[] = [];
   /** Exchanges waiting for a connection, oldest at `queueHead`. */
@@ -217,11 +224,12 @@ export class H1Client {
     const ex = new Exchange(handler, head, req.body, req.method === 'HEAD', req);
     const conn = this.idle.length > 0 ? this.freshIdle() : null;
     if (conn !== null) {
+      this.running++;
       conn.startSoon(ex);
       return;
     }
     this.queue.push(ex);
-    if (this.open < this.maxConnections) this.connect();
+    this.refill();
   }
 
   /**
@@ -235,6 +243,7 @@ export class H1Client {
     const idle = this.idle;
     while (idle.length > 0) {
       const c = idle.pop()!;
+      c.inIdle = false;
       if (now - c.idleSinceMs < Math.min(this.keepAliveMs, c.keepAliveHintMs)) return c;
       c.close();
     }
@@ -265,10 +274,15 @@ export class H1Client {
     for (let i = 0; i + 1 < h.length; i += 2) {
       const name = h[i]!;
       const value = h[i + 1]!;
-      if (!TOKEN.test(name)) return new H1Error(H1ErrorCode.invalidRequest, `invalid header name`);
+      let lower = name;
+      if (!LOWER_TOKEN.test(name)) {
+        if (!TOKEN.test(name)) return new H1Error(H1ErrorCode.invalidRequest, `invalid header name`);
+        lower = name.toLowerCase();
+      }
       if (BAD_VALUE.test(value))
         return new H1Error(H1ErrorCode.invalidRequest, `invalid value of header ${name}`);
-      if (OWN_HEADERS.has(name)) continue;
+      // Whatever its case: a second Host or framing header would desync the node.
+      if (OWN_HEADERS.has(lower)) continue;
       head += `${name}: ${value}\r\n`;
     }
     const body = req.body;
@@ -280,22 +294,47 @@ export class H1Client {
 
   private connect(): void {
     this.open++;
+    this.opened++;
+    this.connecting++;
     new H1Connection(this);
   }
 
-  /** A connection came up, or finished an exchange and may be reused: gives it the next exchange or parks it. */
+  /** A connection came up. */
+  connected(conn: H1Connection): void {
+    this.connecting--;
+    this.ready(conn);
+  }
+
+  /** A connection came up or finished an exchange and may be reused: gives it the oldest waiting exchange or parks it. */
   ready(conn: H1Connection): void {
     // HOT
     const ex = this.nextQueued();
     if (ex !== null) {
-      conn.start(ex);
+      this.running++;
+      conn.startSoon(ex);
       return;
     }
+    this.park(conn);
+  }
+
+  /** The oldest waiting exchange for a connection whose exchange was aborted before it was written (counted as running), or null with the connection parked. */
+  takeNext(conn: H1Connection): Exchange | null {
+    const ex = this.nextQueued();
+    if (ex !== null) {
+      this.running++;
+      return ex;
+    }
+    this.park(conn);
+    return null;
+  }
+
+  private park(conn: H1Connection): void {
     if (this.closing) {
       conn.close();
       return;
     }
     conn.idleSinceMs = nowMs();
+    conn.inIdle = true;
     this.idle.push(conn);
     if (this.sweepTimer === null) {
       this.sweepTimer = setInterval(sweep, SWEEP_MS, this);
@@ -303,40 +342,46 @@ export class H1Client {
     }
   }
 
-  /** Counts exchanges on connections (for `close`). */
-  started(): void {
-    this.running++;
-  }
-
   finished(): void {
     this.running--;
     if (this.closing && this.running === 0 && this.queueLength() === 0) this.settleClose();
   }
 
-  /** A connection could not be opened: the oldest waiting exchange fails with `err` (each connect serves one). */
+  /**
+   * A connection could not be opened: the oldest waiting exchange fails with `err`. When no other
+   * connection is up or coming up, every exchange waiting now fails with it (the next connect
+   * would most likely fail the same way, and each would wait its own connect timeout first).
+   */
   connectFailed(err: Error): void {
     this.open--;
+    this.connecting--;
     const ex = this.nextQueued();
     if (ex !== null) ex.handler.onError(err);
-    this.refill();
+    if (this.open === 0) {
+      // Only those waiting now: a handler may send another request from onError.
+      for (let n = this.queueLength(); n > 0; n--) this.nextQueued()!.handler.onError(err);
+    } else this.refill();
     if (this.closing && this.running === 0 && this.queueLength() === 0) this.settleClose();
   }
 
   /** A connection closed (after use, or while idle). */
   gone(conn: H1Connection): void {
     this.open--;
-    const i = this.idle.indexOf(conn);
-    if (i >= 0) this.idle.splice(i, 1);
+    if (conn.inIdle) {
+      conn.inIdle = false;
+      const i = this.idle.lastIndexOf(conn);
+      if (i >= 0) this.idle.splice(i, 1);
+    }
     this.refill();
   }
 
-  /** Opens connections for queued exchanges while below the cap. */
+  /**
+   * Opens connections while more exchanges wait than connections are opening, within the cap: a
+   * connection that comes up serves the oldest waiting exchange, whichever one it was opened for.
+   */
   private refill(): void {
-    let waiting = this.queueLength();
-    while (waiting > 0 && this.open < this.maxConnections && !this.destroyed) {
+    while (this.queueLength() > this.connecting && this.open < this.maxConnections && !this.destroyed)
       this.connect();
-      waiting--;
-    }
   }
 
   private queueLength(): number {
@@ -361,10 +406,16 @@ export class H1Client {
   /** Closes idle connections past their keep-alive. */
   sweepIdle(): void {
     const now = nowMs();
-    for (let i = this.idle.length - 1; i >= 0; i--) {
-      const c = this.idle[i]!;
-      if (now - c.idleSinceMs >= Math.min(this.keepAliveMs, c.keepAliveHintMs)) c.close();
+    const idle = this.idle;
+    let kept = 0;
+    for (let i = 0; i < idle.length; i++) {
+      const c = idle[i]!;
+      if (now - c.idleSinceMs >= Math.min(this.keepAliveMs, c.keepAliveHintMs)) {
+        c.inIdle = false;
+        c.close();
+      } else idle[kept++] = c;
     }
+    idle.length = kept;
     if (this.idle.length === 0 && this.sweepTimer !== null) {
       clearInterval(this.sweepTimer);
       this.sweepTimer = null;
@@ -393,7 +444,10 @@ export class H1Client {
   }
 
   private settleClose(): void {
-    for (const c of this.idle.splice(0)) c.close();
+    for (const c of this.idle.splice(0)) {
+      c.inIdle = false;
+      c.close();
+    }
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
     const waiters = this.closeWaiters;
@@ -431,10 +485,19 @@ let startScheduled = false;
 
 function runStarts(): void {
   startScheduled = false;
-  // Starts may queue more (a connection handed back at once): take this batch only.
+  // Starts may queue more (a connection handed back at once): this batch only.
   const n = starting.length;
-  for (let i = 0; i < n; i++) starting[i]!.startPending();
-  starting.splice(0, n);
+  let i = 0;
+  try {
+    for (; i < n; i++) starting[i]!.startPending();
+  } finally {
+    // A handler that threw leaves the rest of the batch to the next check phase.
+    starting.splice(0, i < n ? i + 1 : n);
+    if (starting.length > 0 && !startScheduled) {
+      startScheduled = true;
+      setImmediate(runStarts);
+    }
+  }
 }
 
 /** One TCP connection and the parser of the answers on it. */
@@ -471,6 +534,8 @@ class H1Connection {
   private timer: NodeJS.Timeout | null = null;
   /** When the connection went idle, monotonic ms. */
   idleSinceMs = 0;
+  /** True while in its client's idle list. */
+  inIdle = false;
   /** The node's `Keep-Alive: timeout`, less leeway, ms (Infinity when it named none). */
   keepAliveHintMs = Infinity;
   /** An exchange given to the connection and not yet started (see `starting`). */
@@ -497,7 +562,7 @@ class H1Connection {
     this.connected = true;
     if (this.connectTimer !== null) clearTimeout(this.connectTimer);
     this.connectTimer = null;
-    this.client.ready(this);
+    this.client.connected(this);
   }
 
   connectTimedOut(): void {
@@ -514,12 +579,10 @@ class H1Connection {
     );
   }
 
-  /** Gives `ex` to this idle connection, to be started in the loop's check phase. */
+  /** Gives `ex` (counted as running by the client) to this idle connection, to be started in the loop's check phase. */
   startSoon(ex: Exchange): void {
     // HOT
     this.pending = ex;
-    // Counted as running from now: `close` waits for it.
-    this.client.started();
     starting.push(this);
     if (!startScheduled) {
       startScheduled = true;
@@ -530,26 +593,35 @@ class H1Connection {
   /** Starts the pending exchange (unless the connection closed meanwhile and handed it back). */
   startPending(): void {
     // HOT
-    const ex = this.pending;
+    let ex = this.pending;
     if (ex === null) return;
     this.pending = null;
-    this.start(ex, true);
+    // An exchange aborted inside onConnect leaves the connection clean: it takes the next one, in
+    // a loop (a queue of exchanges given up while they waited must not recurse).
+    while (!this.start(ex)) {
+      if (this.closed) return;
+      const next = this.client.takeNext(this);
+      if (next === null) return;
+      ex = next;
+    }
   }
 
-  /** Starts `ex` on this (connected, idle) connection. */
-  start(ex: Exchange, counted = false): void {
+  /**
+   * Starts `ex` (counted as running) on this connection; false when its handler aborted it in
+   * onConnect, before anything was written (the connection is then free).
+   */
+  private start(ex: Exchange): boolean {
     // HOT
     this.ex = ex;
     this.state = St.head;
     this.keepAlive = true;
     this.paused = false;
     this.written = false;
-    if (!counted) this.client.started();
     ex.conn = this;
     ex.handler.onConnect(ex.abort);
     // The handler may have aborted at once (its request was cancelled while it waited): nothing
     // was written, so the connection serves the next exchange.
-    if (this.ex !== ex) return;
+    if (this.ex !== ex) return false;
     this.written = true;
     const s = this.socket;
     s.cork();
@@ -557,6 +629,7 @@ class H1Connection {
     if (ex.body !== null && ex.body.length > 0) s.write(ex.body);
     s.uncork();
     if (ex.ttfbMs > 0) this.timer = setTimeout(onExchangeTimeout, ex.ttfbMs, this);
+    return true;
   }
 
   exchangeTimedOut(): void {
@@ -745,7 +818,6 @@ class H1Connection {
         return false;
       }
     }
-    const statusText = lineEnd > start + 13 ? buf.toString('latin1', start + 13, lineEnd) : '';
 
     const raw: Buffer[] = [];
     let contentLength = -1;
@@ -838,7 +910,8 @@ class H1Connection {
     }
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = ex.idleMs > 0 ? setTimeout(onExchangeTimeout, ex.idleMs, this) : null;
-    if (!ex.handler.onHeaders(status, raw, ex.resume, statusText)) this.paused = true;
+    // The reason phrase is checked above but not decoded: nothing reads it.
+    if (!ex.handler.onHeaders(status, raw, ex.resume, '')) this.paused = true;
     return this.ex === ex;
   }
 
@@ -847,6 +920,10 @@ class H1Connection {
     // HOT
     const lf = d.indexOf(LF, at);
     if (lf < 0 || this.carry !== null) return this.readChunkSizeSplit(d, at, lf);
+    if (lf + 1 - at > MAX_CHUNK_LINE) {
+      this.fail(protocolError('chunk size line too long'));
+      return d.length;
+    }
     const n = parseChunkLine(d, at, lf);
     if (n < 0) {
       this.fail(protocolError('invalid chunk size line'));
@@ -913,6 +990,10 @@ class H1Connection {
       end = from + 2;
     } else {
       const t = buf.indexOf('\r\n\r\n', from, 'latin1');
+      if (t >= 0 && t + 4 - from > MAX_CHUNK_LINE) {
+        this.fail(protocolError('trailer section too long'));
+        return d.length;
+      }
       if (t < 0) {
         if (buf.length - from > MAX_CHUNK_LINE) {
           this.fail(protocolError('trailer section too long'));
@@ -974,7 +1055,6 @@ class H1Connection {
     this.state = St.idle;
     this.client.finished();
     ex.handler.onError(reason);
-    this.client.ready(this);
   }
 
   /** `ex`'s handler resumes its body (nothing when `ex` is no longer this connection's exchange). */
@@ -1030,8 +1110,20 @@ class H1Connection {
       return;
     }
     this.eof = true;
-    if (this.ex !== null) this.fail(e);
-    else this.close();
+    if (this.ex === null) {
+      this.close();
+      return;
+    }
+    // The request may have reached the node: a reset, whatever the errno (an EHOSTUNREACH now is
+    // not a connect failure, which would be retried as if the node had seen nothing).
+    const code = (e as { code?: unknown }).code;
+    this.fail(
+      new H1Error(
+        H1ErrorCode.closed,
+        `upstream connection failed (${typeof code === 'string' ? code : e.message})`,
+        e,
+      ),
+    );
   }
 
   /** Closes the socket (idempotent) and tells the client once. */
@@ -1108,6 +1200,10 @@ function parseChunkLine(buf: Buffer, s: number, lf: number): number {
   // Chunk extensions are ignored (RFC 9112 §7.1.1); bare whitespace before them is tolerated.
   while (i < e && (buf[i] === SP || buf[i] === HTAB)) i++;
   if (i < e && buf[i] !== SEMI) return -1;
-  for (; i < e; i++) if (buf[i] === LF || buf[i] === 0) return -1;
+  // Extensions: no control bytes but HTAB.
+  for (; i < e; i++) {
+    const c = buf[i]!;
+    if ((c < SP && c !== HTAB) || c === 127) return -1;
+  }
   return n;
 }

@@ -570,7 +570,7 @@ describe('H1Client', { timeout: 60_000 }, () => {
         const client = newClient(node.origin);
         const r = await fetchOk(client, { path: '/sized' });
         assert.equal(r.status, 200);
-        assert.equal(r.statusText, 'OK');
+        assert.equal(r.statusText, '', 'the reason phrase is checked, not decoded');
         assert.deepEqual(r.headers, [
           ['Content-Length', '11'],
           ['X-A', 'b'],
@@ -778,6 +778,18 @@ describe('H1Client', { timeout: 60_000 }, () => {
         answer: `${H}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n`,
       },
       {
+        name: 'a control byte in a chunk extension',
+        answer: `${H}Transfer-Encoding: chunked\r\n\r\n5;a\rb\r\nhello\r\n0\r\n\r\n`,
+      },
+      {
+        name: 'a chunk size line over 4 KiB in one packet',
+        answer: `${H}Transfer-Encoding: chunked\r\n\r\n5;${'e'.repeat(5000)}\r\nhello\r\n0\r\n\r\n`,
+      },
+      {
+        name: 'a trailer section over 4 KiB in one packet',
+        answer: `${H}Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-T: ${'t'.repeat(5000)}\r\n\r\n`,
+      },
+      {
         name: 'Transfer-Encoding before Content-Length',
         answer: `${H}Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n`,
       },
@@ -975,7 +987,8 @@ describe('H1Client', { timeout: 60_000 }, () => {
       {
         name: 'resets the connection before the head',
         reply: { pieces: [], then: 'reset' },
-        code: 'ECONNRESET',
+        // A reset after the request was written is reported as a closed connection whatever the errno.
+        code: H1ErrorCode.closed,
         status: 0,
         body: '',
       },
@@ -1010,6 +1023,50 @@ describe('H1Client', { timeout: 60_000 }, () => {
   });
 
   describe('the connection cap and the queue', () => {
+    it('opens at most one connection per waiting request to a node that refuses them, and fails every waiting request', async () => {
+      const port = await refusedPort();
+      for (const connections of [0, 2]) {
+        const client = newClient(`http://127.0.0.1:${port}`, { connections });
+        const rs = Array.from({ length: 40 }, (_, i) => call(client, { path: `/${i}` }));
+        await Promise.all(rs.map((r) => r.settled()));
+        assert.deepEqual(
+          rs.flatMap((r, i) => (r.code === 'ECONNREFUSED' ? [] : [`${i}: ${r.code ?? 'no error'}`])),
+          [],
+          `connections: ${connections}`,
+        );
+        // Each failed connect opened others for the requests still waiting: 40 requests made
+        // about 800 connects before.
+        assert.ok(
+          client.opened <= 40,
+          `connections: ${connections}: ${client.opened} connects for 40 requests`,
+        );
+        assert.equal(client.connections, 0);
+      }
+    });
+
+    it('drains 3000 queued requests given up while they waited without recursing, and serves the live one behind them', async () => {
+      const node = await RawNode.start((req) => ({
+        pieces: [ok(req.path)],
+        delayMs: req.index === 0 ? 30 : 0,
+      }));
+      const client = newClient(node.origin, { connections: 1 });
+      const first = call(client, { path: '/first' });
+      const reason = new Error('given up while waiting');
+      const dead = Array.from({ length: 3000 }, () =>
+        call(client, { path: '/dead' }, { onConnect: (rec) => rec.abort!(reason) }),
+      );
+      const last = call(client, { path: '/last' });
+      await Promise.all([first.settled(), last.settled(10_000), ...dead.map((r) => r.settled(10_000))]);
+      assert.equal(first.body, '/first');
+      assert.equal(last.body, '/last');
+      assert.ok(
+        dead.every((r) => r.error === reason),
+        'every request given up ended with its reason',
+      );
+      assert.deepEqual(node.paths, ['/first', '/last']);
+      assert.equal(node.conns.length, 1);
+    });
+
     it('with connections: 2 runs 6 concurrent requests on at most 2 connections, all complete, started in dispatch order', async () => {
       const node = await RawNode.start((req) => ({ pieces: [ok(`${req.path} done`)], delayMs: 15 }));
       const client = newClient(node.origin, { connections: 2 });
@@ -1298,6 +1355,25 @@ describe('H1Client', { timeout: 60_000 }, () => {
   });
 
   describe('request validation', () => {
+    it('never writes a caller Host or framing header beside its own, whatever its case', async () => {
+      const node = await RawNode.start(echo);
+      const client = newClient(node.origin);
+      await fetchOk(client, {
+        method: 'POST',
+        path: '/case',
+        headers: ['Host', 'evil.test', 'Transfer-Encoding', 'chunked', 'Content-Length', '99', 'X-Ok', '1'],
+        body: Buffer.from('hi'),
+      });
+      const names = node.requests[0]!.headers.map(([n]) => n.toLowerCase());
+      assert.deepEqual(
+        names.filter((n) => n === 'host' || n === 'transfer-encoding' || n === 'content-length'),
+        ['host', 'content-length'],
+      );
+      assert.match(node.requests[0]!.head, /\r\nhost: 127\.0\.0\.1:\d+\r\n/);
+      assert.match(node.requests[0]!.head, /\r\ncontent-length: 2\r\n/);
+      assert.match(node.requests[0]!.head, /\r\nX-Ok: 1\r\n/);
+    });
+
     const cases: { name: string; req: Partial<UpstreamRequest> }[] = [
       { name: 'a header value with CRLF', req: { headers: ['x-a', 'v\r\nx-injected: 1'] } },
       { name: 'a header value with a bare LF', req: { headers: ['x-a', 'v\nx-injected: 1'] } },
