@@ -138,6 +138,7 @@ void describe('config/examples', () => {
             { url: 'http://10.0.0.8:8000', weight: 1 },
           ],
           balance: { kind: 'round-robin' },
+          upstream_client: 'sluice',
           max_in_flight_per_node: 0,
           timeouts: DEFAULT_TIMEOUTS,
           health: {

@@ -206,6 +206,13 @@ describe('request head capture (property)', { timeout: FUZZ_TIMEOUT_MS }, () => 
         const h = capture(c, remote);
         const out = h.headers;
         assert.equal(out.length % 2, 0);
+        // Without a host (an empty Host field) there is no X-Forwarded-Host to send.
+        if (h.hostName === '') {
+          const tail = out.slice(-4);
+          assert.deepEqual([tail[0], tail[2], tail[3]], ['x-forwarded-for', 'x-forwarded-proto', 'http']);
+          assert.ok(!out.includes('x-forwarded-host'));
+          return;
+        }
         const tail = out.slice(-6);
         assert.deepEqual(
           [tail[0], tail[2], tail[4], tail[5]],
