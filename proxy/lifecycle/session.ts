@@ -853,16 +853,21 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       if (this.finished) return;
     }
     if (att === this.winner) {
-      if (this.plug !== null) {
-        this.plug.responseBody(null, null);
-        return;
-      }
-      this.downstream.end();
-      this.finish();
+      this.endAnswer();
       return;
     }
     if (att.kept !== null) att.kept.ended = true;
     if (att.discard && this.live === 0) this.afterDiscard(att);
+  }
+
+  /** The winner's body is complete: the plugins' chunk hooks end it, or it ends here. */
+  private endAnswer(): void {
+    if (this.plug !== null) {
+      this.plug.responseBody(null, null);
+      return;
+    }
+    this.downstream.end();
+    this.finish();
   }
 
   /**
@@ -890,13 +895,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       this.winner = att;
       this.sendHead(att, kept.status, kept);
       for (const chunk of kept.chunks) if (!this.finished) this.forward(att, chunk);
-      if (this.finished) return;
-      if (this.plug !== null) {
-        this.plug.responseBody(null, null);
-        return;
-      }
-      this.downstream.end();
-      this.finish();
+      if (!this.finished) this.endAnswer();
       return;
     }
     const ra = kept.retryAfter;

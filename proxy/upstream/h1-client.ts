@@ -680,26 +680,20 @@ class H1Connection {
         case St.head:
           at = this.readHead(d, at);
           break;
-        case St.length: {
+        case St.length:
+        case St.chunkData: {
+          // Body bytes up to the end of the declared length or of the chunk.
           const n = Math.min(this.remaining, d.length - at);
           const piece = d.subarray(at, at + n);
           at += n;
           this.remaining -= n;
+          if (this.remaining === 0 && this.state === St.chunkData) this.state = St.chunkCrlf;
           this.deliver(ex, piece);
           break;
         }
         case St.chunkSize:
           at = this.readChunkSize(d, at);
           break;
-        case St.chunkData: {
-          const n = Math.min(this.remaining, d.length - at);
-          const piece = d.subarray(at, at + n);
-          at += n;
-          this.remaining -= n;
-          if (this.remaining === 0) this.state = St.chunkCrlf;
-          this.deliver(ex, piece);
-          break;
-        }
         case St.chunkCrlf:
           at = this.readChunkEnd(d, at);
           break;
@@ -811,12 +805,9 @@ class H1Connection {
       this.fail(protocolError('malformed status line'));
       return false;
     }
-    for (let i = start + 13; i < lineEnd; i++) {
-      const c = buf[i]!;
-      if ((c < SP && c !== HTAB) || c === 127) {
-        this.fail(protocolError('control byte in the status line'));
-        return false;
-      }
+    if (hasControlByte(buf, start + 13, lineEnd)) {
+      this.fail(protocolError('control byte in the status line'));
+      return false;
     }
 
     const raw: Buffer[] = [];
@@ -846,12 +837,9 @@ class H1Connection {
       let ve = eol;
       while (vs < ve && (buf[vs] === SP || buf[vs] === HTAB)) vs++;
       while (ve > vs && (buf[ve - 1] === SP || buf[ve - 1] === HTAB)) ve--;
-      for (let i = vs; i < ve; i++) {
-        const c = buf[i]!;
-        if ((c < SP && c !== HTAB) || c === 127) {
-          this.fail(protocolError('control byte in a response header value'));
-          return false;
-        }
+      if (hasControlByte(buf, vs, ve)) {
+        this.fail(protocolError('control byte in a response header value'));
+        return false;
       }
       const nameLen = colon - pos;
       // The framing fields are read here; every field goes to the handler as sent.
@@ -1201,9 +1189,14 @@ function parseChunkLine(buf: Buffer, s: number, lf: number): number {
   while (i < e && (buf[i] === SP || buf[i] === HTAB)) i++;
   if (i < e && buf[i] !== SEMI) return -1;
   // Extensions: no control bytes but HTAB.
-  for (; i < e; i++) {
+  return hasControlByte(buf, i, e) ? -1 : n;
+}
+
+/** True when `buf[s, e)` holds a control byte other than HTAB, or DEL (RFC 9110 §5.5). */
+function hasControlByte(buf: Buffer, s: number, e: number): boolean {
+  for (let i = s; i < e; i++) {
     const c = buf[i]!;
-    if ((c < SP && c !== HTAB) || c === 127) return -1;
+    if ((c < SP && c !== HTAB) || c === 127) return true;
   }
-  return n;
+  return false;
 }

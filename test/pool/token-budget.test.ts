@@ -7,18 +7,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TokenBudget } from '../../proxy/pool/token-budget.js';
-
-/** A small seeded generator (mulberry32), so a failing run can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from '../admission/test-ticket.js';
 
 /** One request of a run: when it was deposited and released, ms, and when its extra attempts were granted. */
 interface Req {
@@ -147,7 +136,7 @@ describe('token budget', { timeout: 30_000 }, () => {
   ] as const) {
     it(`never admits more than its bound over any period (percent ${percent}, min_per_second ${minPerSecond})`, () => {
       for (let seed = 1; seed <= 20; seed++) {
-        const rnd = random(seed * 7919 + percent);
+        const rnd = seededRandom(seed * 7919 + percent);
         const budget = new TokenBudget(percent, minPerSecond);
         const run: Run = { reqs: [], grants: [] };
         // Requests arrive, ask for extra attempts while alive, and end, in random order and
