@@ -8,7 +8,7 @@
 
 import { createHash } from 'node:crypto';
 import type { JobDb } from './job-db.js';
-import { sendWithin } from './redis-command.js';
+import { sendWithin } from '../runtime/redis-command.js';
 
 /** A response kept for replay. */
 export interface StoredResponse {

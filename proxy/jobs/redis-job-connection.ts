@@ -6,7 +6,7 @@
 
 import type { Logger } from '../runtime/logger.js';
 import { closeRedisClient, openRedisClient, type RedisClient } from './redis-client.js';
-import { RedisCommandTimeout, sendWithin } from './redis-command.js';
+import { RedisCommandTimeout, sendWithin } from '../runtime/redis-command.js';
 import type { LuaScript } from './redis-job-lua.js';
 import { JOB_GROUP, RedisJobKeys } from './redis-job-keys.js';
 

@@ -12,6 +12,7 @@
  * `TIME` is unwanted); then the overshoot bound in docs/tenants.md grows by rate × clock skew.
  */
 import type { createClient } from 'redis';
+import { RedisCommandTimeout, sendWithin } from '../runtime/redis-command.js';
 import { redisPackage } from '../runtime/optional-modules.js';
 import { nowMs } from '../lifecycle/clock.js';
 import type { Logger } from '../runtime/logger.js';
@@ -48,14 +49,6 @@ export interface RedisStoreOptions {
 }
 
 type Client = ReturnType<typeof createClient>;
-
-/** Sentinel rejection of a call that ran out of time. */
-class StoreTimeout extends Error {
-  constructor(ms: number) {
-    super(`redis did not answer within ${ms} ms`);
-    this.name = 'StoreTimeout';
-  }
-}
 
 /** Redis-backed `RateLimitStore`. Create it once per process; it survives reloads. */
 export class RedisStore implements RateLimitStore {
@@ -269,27 +262,13 @@ export class RedisStore implements RateLimitStore {
   /** One command, abandoned (not cancelled: it may still run on the server) after `deadline`. */
   private call(args: readonly string[], deadline: number): Promise<unknown> {
     const ms = deadline - nowMs();
-    if (ms <= 0) return Promise.reject(new StoreTimeout(this.timeoutMs));
-    return new Promise<unknown>((resolve, reject) => {
-      // The rejection waits for the check phase: after an event-loop stall the timer phase runs
-      // before the poll phase, and a reply already sitting in the socket must win over the timer.
-      const timer = setTimeout(() => setImmediate(() => reject(new StoreTimeout(this.timeoutMs))), ms);
-      this.client.sendCommand(args).then(
-        (v) => {
-          clearTimeout(timer);
-          resolve(v);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err instanceof Error ? err : new Error(String(err)));
-        },
-      );
-    });
+    if (ms <= 0) return Promise.reject(new RedisCommandTimeout(this.timeoutMs));
+    return sendWithin(this.client, args, ms);
   }
 
   private unavailable(err: unknown): TakeStatus {
     this.counters.unavailable++;
-    if (err instanceof StoreTimeout) this.counters.timeouts++;
+    if (err instanceof RedisCommandTimeout) this.counters.timeouts++;
     this.markUnhealthy(err);
     return TakeStatus.unavailable;
   }

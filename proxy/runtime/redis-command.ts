@@ -1,7 +1,8 @@
 /**
- * One Redis command of the job stores, bounded by a timer of its own: the client's `timeout` option
- * covers only a command still waiting to be written, so a written command to a frozen or slow Redis
- * held its caller (and the HTTP request behind it) as long as Redis did. It also hands a reply that
+ * One Redis command of the stores (rate limits, batch jobs, idempotency keys), bounded by a timer
+ * of its own: the client's `timeout` option covers only a command still waiting to be written, so a
+ * written command to a frozen or slow Redis held its caller (and the HTTP request behind it) as
+ * long as Redis did. It also hands a reply that
  * comes after the timeout to the caller, to undo what nobody waits for any more. It knows nothing
  * about what the stores keep.
  */
