@@ -364,6 +364,15 @@ export class H1Client {
     if (this.closing && this.running === 0 && this.queueLength() === 0) this.settleClose();
   }
 
+  /**
+   * Opens a connection in place of one closed because its caller aborted an exchange already
+   * written, within the cap; it serves the oldest waiting exchange when it comes up, or is parked.
+   */
+  replaceAborted(): void {
+    if (this.closing || this.destroyed || this.open >= this.maxConnections) return;
+    this.connect();
+  }
+
   /** A connection closed (after use, or while idle). */
   gone(conn: H1Connection): void {
     this.open--;
@@ -458,6 +467,11 @@ export class H1Client {
   /** Connections open or opening (for tests and metrics). */
   get connections(): number {
     return this.open;
+  }
+
+  /** Connections up and idle (for tests and metrics). */
+  get idleConnections(): number {
+    return this.idle.length;
   }
 }
 
@@ -1034,7 +1048,12 @@ class H1Connection {
   abortExchange(ex: Exchange, reason: Error): void {
     if (this.ex !== ex) return;
     if (this.written || this.closed) {
+      const replace = !this.closed;
       this.fail(reason);
+      // The node may still be writing the answer, so the connection is lost with it; the load
+      // that opened it has not gone (a client stopping a stream is routine). One opens in its
+      // place, to be parked idle, so the next requests find the pool as warm as before.
+      if (replace) this.client.replaceAborted();
       return;
     }
     // Aborted inside onConnect, before a byte was written: the connection is still clean.

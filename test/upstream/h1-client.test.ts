@@ -1276,6 +1276,51 @@ describe('H1Client', { timeout: 60_000 }, () => {
       );
     });
 
+    it('a connection lost to an abort after the request was written is replaced at once and parked for the next request', async () => {
+      const node = await RawNode.start(firstThen(null));
+      const client = newClient(node.origin);
+      const r = call(client, { path: '/stream' });
+      await waitFor(() => node.requests.length === 1, 'the request at the node');
+      r.abort!(new Error('client stopped the stream'));
+      await node.conns[0]!.waitClosed();
+      // No request asked for it: the replacement comes up on its own and waits idle.
+      await waitFor(() => node.conns.length === 2, 'a replacement connection at the node');
+      await waitFor(() => client.idleConnections === 1, 'the replacement parked idle');
+      assert.equal(client.opened, 2);
+      const r2 = await fetchOk(client, { path: '/next' });
+      assert.equal(r2.body, 'GET /next');
+      assert.equal(node.conns.length, 2, 'the next request took the replacement: no third connect');
+      assert.equal(node.conns[1]!.requests[0]!.path, '/next');
+    });
+
+    it('the replacement stays within the connection cap: a waiting request takes the connection opened for it, and no other opens', async () => {
+      const node = await RawNode.start(firstThen(null));
+      const client = newClient(node.origin, { connections: 1 });
+      const r = call(client, { path: '/stream' });
+      await waitFor(() => node.requests.length === 1, 'the first request at the node');
+      const waiting = call(client, { path: '/queued' });
+      r.abort!(new Error('client stopped the stream'));
+      await waiting.settled();
+      assert.equal(waiting.body, 'GET /queued');
+      await delay(50);
+      assert.equal(node.conns.length, 2);
+      assert.equal(client.opened, 2, 'one connection for the queued request, no replacement beside it');
+      assert.equal(client.connections, 1);
+    });
+
+    it('no replacement opens for an abort while the client is closing', async () => {
+      const node = await RawNode.start(firstThen(null));
+      const client = newClient(node.origin);
+      const r = call(client, { path: '/stream' });
+      await waitFor(() => node.requests.length === 1, 'the request at the node');
+      const closed = client.close();
+      r.abort!(new Error('shutting down'));
+      await within(closed, WAIT_MS, 'close() to resolve');
+      await delay(50);
+      assert.equal(node.conns.length, 1);
+      assert.equal(client.opened, 1);
+    });
+
     it('abort inside onHeaders ends the exchange with the reason and drops the connection', async () => {
       const node = await RawNode.start(firstThen({ pieces: [ok('never read')] }));
       const client = newClient(node.origin);
