@@ -6,8 +6,9 @@
  * before the first connection, with every connection open, and once they are closed again.
  *
  * The baseline is taken apart by starting, in the same way, a bare Node process and a Node process
- * that has only loaded Sluice's native and WebAssembly libraries (uWebSockets.js, undici,
- * hdr-histogram-js with one histogram): what is left is Sluice's own code and state.
+ * that has only loaded the libraries Sluice loads at startup (uWebSockets.js, hdr-histogram-js's
+ * WebAssembly with one histogram; undici loads only for `https:` nodes or `upstream_client: undici`):
+ * what is left is Sluice's own code and state.
  *
  * Loopback only, every phase bounded in time. Needs an open-file limit above twice the connection
  * count (`ulimit -n`); the npm script raises it where the hard limit allows.
@@ -95,8 +96,8 @@ async function processRss(code: string): Promise<number> {
 
 const HOLD = 'console.log("ready"); setInterval(() => {}, 1000);';
 const LIBRARIES =
-  "import * as uws from 'uWebSockets.js'; import { Pool } from 'undici'; import * as hdr from 'hdr-histogram-js';" +
-  'await hdr.initWebAssembly(); hdr.build({ useWebAssembly: true }); void uws.App; void Pool;' +
+  "import * as uws from 'uWebSockets.js'; import * as hdr from 'hdr-histogram-js';" +
+  'await hdr.initWebAssembly(); hdr.build({ useWebAssembly: true }); void uws.App;' +
   HOLD;
 
 async function runEngine(engine: string, node: string): Promise<void> {
@@ -145,7 +146,7 @@ async function main(): Promise<void> {
     const bare = await processRss(HOLD);
     const libs = await processRss(LIBRARIES);
     process.stdout.write(
-      `baseline: bare Node ${bare.toFixed(1)} MiB; Node with uWebSockets.js, undici and hdr-histogram-js (WebAssembly) loaded ${libs.toFixed(1)} MiB\n\n`,
+      `baseline: bare Node ${bare.toFixed(1)} MiB; Node with uWebSockets.js and hdr-histogram-js (WebAssembly) loaded ${libs.toFixed(1)} MiB\n\n`,
     );
     fleet = await startOneFastNode();
     process.stdout.write(

@@ -1,17 +1,18 @@
 /**
- * One upstream attempt of a request: the undici dispatch handler for a single node. It holds what
+ * One upstream attempt of a request: the dispatch handler for a single node. It holds what
  * differs between a request's attempts (node, timing, whether it is a hedge or a discarded retryable
- * answer) and hands every event to its Session, which decides. It implements undici's handler
- * callbacks in their raw form (`onConnect`, `onHeaders` with the raw header list, `onData`,
- * `onComplete`, `onError`), so undici builds no controller or header object per request, and is its
- * own flow controller (`pause`, `resume`, `abort`).
+ * answer) and hands every event to its Session, which decides. It implements the raw handler
+ * callbacks (`UpstreamHandler`: `onConnect`, `onHeaders` with the raw header list, `onData`,
+ * `onComplete`, `onError`) that Sluice's own client calls and undici's pool (`https:` nodes) calls
+ * too, so neither builds a controller or header object per request, and is its own flow
+ * controller (`pause`, `resume`, `abort`).
  *
  * It also keeps its own time to first byte and body-gap deadlines, in its route's deadline lists
  * (one timer per list, an O(1) move per chunk), instead of undici's per-request `headersTimeout`
  * and `bodyTimeout`: those allocate a timer object per request phase that lives until undici's
  * next half-second sweep, long enough to be promoted out of the young generation.
  */
-import { errors } from 'undici';
+import { H1Error, H1ErrorCode } from '../upstream/h1-client.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { nowMs } from './clock.js';
 import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
@@ -140,7 +141,7 @@ export class Attempt implements DeadlineEntry {
   onDeadline(): void {
     const idle = this.idleList;
     if (this.resumeBody === null) {
-      this.timeOut(new errors.HeadersTimeoutError());
+      this.timeOut(new H1Error(H1ErrorCode.headersTimeout, 'upstream node sent no response head in time'));
     } else if (this.awaitFirstEvent) {
       this.timeOut(
         new SluiceError(Errors.ttfbTimeout, 'upstream node sent no first event of its stream in time'),
@@ -149,7 +150,7 @@ export class Attempt implements DeadlineEntry {
       // The client is not reading: the gap is not the node's (as with undici's body timeout).
       idle.add(this, nowMs());
     } else {
-      this.timeOut(new errors.BodyTimeoutError());
+      this.timeOut(new H1Error(H1ErrorCode.bodyTimeout, 'upstream node stopped sending the response body'));
     }
   }
 

@@ -1,21 +1,24 @@
 /**
  * Packages that only some configurations use, loaded the first time one of them is needed rather
  * when the process starts: the `redis` client (rate limits, plugin store or batch jobs on Redis),
- * `better-sqlite3` (the batch API's job file) and `pino` (the access log). Imported at startup they
- * cost about 35 MiB of resident memory (`redis` alone about 20 MiB) in every process, used or not
- * (`npm run bench:idle` prints the baseline). All three are CommonJS packages, so they load
- * synchronously, while a config is being applied, never on the request path.
+ * `better-sqlite3` (the batch API's job file), `pino` (the access log) and `undici` (`https:` nodes
+ * and pools with `upstream_client: undici`; plain `http:` nodes use Sluice's own client). Imported
+ * at startup they cost about 55 MiB of resident memory (`redis` and `undici` about 20 MiB each) in
+ * every process, used or not (`npm run bench:idle` prints the baseline). All four are CommonJS
+ * packages, so they load synchronously, while a config is being applied, never on the request path.
  */
 import { createRequire } from 'node:module';
 import type * as Redis from 'redis';
 import type BetterSqlite3 from 'better-sqlite3';
 import type * as Pino from 'pino';
+import type * as Undici from 'undici';
 
 const load = createRequire(import.meta.url);
 
 let redis: typeof Redis | null = null;
 let sqlite: typeof BetterSqlite3 | null = null;
 let pino: typeof Pino | null = null;
+let undici: typeof Undici | null = null;
 
 /** The `redis` package. */
 export function redisPackage(): typeof Redis {
@@ -30,4 +33,9 @@ export function sqlitePackage(): typeof BetterSqlite3 {
 /** The `pino` package. */
 export function pinoPackage(): typeof Pino {
   return (pino ??= load('pino') as typeof Pino);
+}
+
+/** The `undici` package. */
+export function undiciPackage(): typeof Undici {
+  return (undici ??= load('undici') as typeof Undici);
 }

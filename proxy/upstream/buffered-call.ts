@@ -5,13 +5,12 @@
  * error catalogue. The whole exchange is bounded by the route's `total_ms`, and the answer kept by
  * `MAX_ANSWER_BYTES`: a node that never stops sending cannot hold the call or fill the memory.
  */
-import { errors } from 'undici';
 import type { BatchResponse, BatchTransport } from '../batch/batch-transport.js';
 import type { PoolHealth } from '../health/pool-health.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
 import { statusReason } from '../lifecycle/retry-rules.js';
 import { classifyUpstreamError } from '../lifecycle/upstream-errors.js';
-import type { UpstreamHandler } from './h1-client.js';
+import { H1Error, H1ErrorCode, type UpstreamHandler } from './h1-client.js';
 import type { UpstreamNode } from './upstream-node.js';
 
 /** Rough tokens per batch item, for the node's in-flight work. */
@@ -116,7 +115,11 @@ class BufferedCall implements UpstreamHandler {
   /** No response head by the deadline: the call fails now; undici's exchange is aborted once it starts. */
   ttfbTimedOut(): void {
     this.ttfbTimer = null;
-    this.fail(classifyUpstreamError(new errors.HeadersTimeoutError()));
+    this.fail(
+      classifyUpstreamError(
+        new H1Error(H1ErrorCode.headersTimeout, 'upstream node sent no response head in time'),
+      ),
+    );
   }
 
   /** The whole exchange did not end within `total_ms`. */

@@ -3,9 +3,10 @@
  * `http:` nodes, an undici Pool for `https:` ones) and the live counters the balancer and metrics
  * read. It never decides where a request goes.
  */
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import { NodeTiming } from '../balance/node-timing.js';
 import { H1Client, type UpstreamHandler } from './h1-client.js';
+import { undiciPackage } from '../runtime/optional-modules.js';
 
 /** Connection settings that identify a node's pool; nodes with equal settings share one Pool. */
 export interface NodeConnectionOptions {
@@ -112,7 +113,7 @@ export class UpstreamNode {
     } else {
       // TLS to the node (Sluice's own client speaks plain HTTP/1.1 only), or asked for by the pool.
       this.h1 = null;
-      this.pool = new Pool(this.origin, {
+      this.pool = new (undiciPackage().Pool)(this.origin, {
         connections: options.connections > 0 ? options.connections : null,
         pipelining: 1,
         keepAliveTimeout: 30_000,
