@@ -13,6 +13,7 @@ import {
 import type { CapacityView, PoolCapacityView } from './capacity-view.js';
 import { DEFAULT_TARGET_UTILISATION } from './pool-capacity.js';
 import { adminHeaders, fetchFailure, statusHint } from '../admin/admin-client.js';
+import { httpFetch } from '../runtime/optional-modules.js';
 
 /** Where the command writes; the process streams by default, a buffer in tests. */
 export interface CapacityCliOutput {
@@ -252,7 +253,7 @@ async function fromAdmin(a: CapacityCliArgs, out: CapacityCliOutput): Promise<nu
   const url = new URL('/admin/capacity', a.admin!);
   let view: CapacityView;
   try {
-    const res = await fetch(url, { headers: adminHeaders(), signal: AbortSignal.timeout(10_000) });
+    const res = await httpFetch(url, { headers: adminHeaders(), signal: AbortSignal.timeout(10_000) });
     const text = await res.text();
     if (res.status !== 200) {
       out.stderr(

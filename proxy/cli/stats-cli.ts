@@ -9,6 +9,7 @@ import { decodeFromCompressedBase64, type Histogram } from 'hdr-histogram-js';
 import { adminHeaders, fetchFailure, statusHint } from '../admin/admin-client.js';
 import type { HistogramsBody } from '../admin/histograms-view.js';
 import { METRICS } from '../metrics/series-metrics.js';
+import { httpFetch } from '../runtime/optional-modules.js';
 import { textTable } from '../../loadtest/report/text-table.js';
 
 /** Where the command writes; the process streams by default, a buffer in tests. */
@@ -104,7 +105,7 @@ function groupOf(h: HistogramsBody['histograms'][number], by: StatsArgs['by']): 
 async function fetchBody(admin: string, a: StatsArgs): Promise<HistogramsBody> {
   const kind = a.by === 'tenant' ? 'tenant' : 'route';
   const url = new URL(`/admin/histograms?metric=${a.metric}&view=${a.view}&kind=${kind}`, admin);
-  const res = await fetch(url, { headers: adminHeaders(), signal: AbortSignal.timeout(10_000) });
+  const res = await httpFetch(url, { headers: adminHeaders(), signal: AbortSignal.timeout(10_000) });
   const text = await res.text();
   if (res.status !== 200) {
     throw new Error(

@@ -4,6 +4,7 @@
  * and leave in batches on a timer or when a batch is full; when the collector is slow or down the
  * queue drops the newest spans and counts them, so tracing never holds memory or the event loop.
  */
+import { httpFetch } from '../runtime/optional-modules.js';
 import { unixNanos } from './trace-context.js';
 
 /** A finished span, in monotonic ms. */
@@ -96,7 +97,7 @@ export class OtlpExporter {
 
   private async send(batch: OtlpSpan[]): Promise<boolean> {
     try {
-      const res = await fetch(this.options.endpoint, {
+      const res = await httpFetch(this.options.endpoint, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(this.payload(batch)),

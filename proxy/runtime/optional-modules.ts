@@ -39,3 +39,17 @@ export function pinoPackage(): typeof Pino {
 export function undiciPackage(): typeof Undici {
   return (undici ??= load('undici') as typeof Undici);
 }
+
+/**
+ * `fetch` from the undici package, for Sluice's own outgoing calls off the request path (the
+ * `stats` and `capacity` commands' admin API reads, the OTLP exporter). Node 20's built-in `fetch`
+ * never settles when a server drops the connection before answering (a command would then wait
+ * out its timeout, or exit 13 with nothing else keeping the process alive); the package's rejects
+ * with the socket error at once, on every Node version.
+ */
+export function httpFetch(
+  input: string | URL,
+  init?: Parameters<typeof Undici.fetch>[1],
+): ReturnType<typeof Undici.fetch> {
+  return undiciPackage().fetch(input, init);
+}
