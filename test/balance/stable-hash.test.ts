@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   fnv1a32,
+  hex8,
   mix32,
   stableHash26,
   stableHash32,
@@ -105,6 +106,17 @@ describe('stable hash', () => {
 
   it('writes 8 hex digits, zero-padded', () => {
     for (let i = 0; i < 200; i++) assert.match(stableHashHex(`k${i}`), /^[0-9a-f]{8}$/);
+  });
+
+  it('writes any unsigned 32-bit integer as its 8 hex digits, zero-padded', () => {
+    for (const n of [
+      0, 1, 0xf, 0x10, 0xff, 0x100, 0xabcdef, 0x0fffffff, 0x10000000, 0x80000000, 0xfffffffe, 0xffffffff,
+    ])
+      assert.equal(hex8(n), n.toString(16).padStart(8, '0'));
+    for (let i = 0; i < 2000; i++) {
+      const n = stableHash32(`n${i}`);
+      assert.equal(hex8(n), n.toString(16).padStart(8, '0'));
+    }
   });
 
   it('gives the top 26 bits of the 32-bit hash as a non-negative integer below 2^26', () => {
