@@ -187,6 +187,8 @@ export class H1Client {
   private sweepTimer: NodeJS.Timeout | null = null;
   private closing = false;
   private destroyed = false;
+  /** settleClose is running. */
+  private settling = false;
   /** Exchanges running on a connection. */
   private running = 0;
   private closeWaiters: (() => void)[] = [];
@@ -292,11 +294,12 @@ export class H1Client {
     return head;
   }
 
-  private connect(): void {
+  /** Opens a connection; a `spare` one is opened for no particular exchange (see `replaceAborted`). */
+  private connect(spare = false): void {
     this.open++;
     this.opened++;
     this.connecting++;
-    new H1Connection(this);
+    new H1Connection(this, spare);
   }
 
   /** A connection came up. */
@@ -351,10 +354,17 @@ export class H1Client {
    * A connection could not be opened: the oldest waiting exchange fails with `err`. When no other
    * connection is up or coming up, every exchange waiting now fails with it (the next connect
    * would most likely fail the same way, and each would wait its own connect timeout first).
+   * A spare connection's failure fails nothing: it was opened ahead of need, and waiting exchanges
+   * get connections of their own instead.
    */
-  connectFailed(err: Error): void {
+  connectFailed(err: Error, spare: boolean): void {
     this.open--;
     this.connecting--;
+    if (spare) {
+      this.refill();
+      if (this.closing && this.running === 0 && this.queueLength() === 0) this.settleClose();
+      return;
+    }
     const ex = this.nextQueued();
     if (ex !== null) ex.handler.onError(err);
     if (this.open === 0) {
@@ -370,7 +380,7 @@ export class H1Client {
    */
   replaceAborted(): void {
     if (this.closing || this.destroyed || this.open >= this.maxConnections) return;
-    this.connect();
+    this.connect(true);
   }
 
   /** A connection closed (after use, or while idle). */
@@ -453,10 +463,17 @@ export class H1Client {
   }
 
   private settleClose(): void {
+    // Closing a connection still opening comes back here (connectFailed): once is enough.
+    if (this.settling) return;
+    this.settling = true;
     for (const c of this.idle.splice(0)) {
       c.inIdle = false;
       c.close();
     }
+    // Connections still opening carry nothing (a spare, or one whose exchange went elsewhere):
+    // none may reach the node after close() resolved.
+    for (const c of [...this.conns]) if (c.opening) c.close();
+    this.settling = false;
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
     const waiters = this.closeWaiters;
@@ -560,8 +577,12 @@ class H1Connection {
   /** The current exchange's request was handed to the socket. */
   private written = false;
 
-  constructor(client: H1Client) {
+  /** Opened ahead of need (see H1Client.replaceAborted). */
+  readonly spare: boolean;
+
+  constructor(client: H1Client, spare: boolean) {
     this.client = client;
+    this.spare = spare;
     client.conns.add(this);
     // Read through `onread`, not 'data' events: each read lands in one shared buffer and is copied
     // out at its size, without the stream machinery's per-read work (a push, an event, a tick).
@@ -578,6 +599,11 @@ class H1Connection {
     s.on('end', () => this.onEof());
     s.on('error', (e: Error) => this.onSocketError(e));
     s.on('close', () => this.onEof());
+  }
+
+  /** Not yet connected, and not closed. */
+  get opening(): boolean {
+    return !this.connected && !this.closed;
   }
 
   private onConnected(): void {
@@ -599,6 +625,7 @@ class H1Connection {
         H1ErrorCode.connectTimeout,
         `timed out connecting to ${this.client.authority} after ${this.client.connectTimeoutMs} ms`,
       ),
+      this.spare,
     );
   }
 
@@ -666,10 +693,13 @@ class H1Connection {
     else this.fail(new H1Error(H1ErrorCode.bodyTimeout, 'upstream node stopped sending the response body'));
   }
 
-  /** `n` bytes read into READ_BUFFER: copied out (a handler may keep what it is given). */
+  /**
+   * `n` bytes read into READ_BUFFER: copied out (a handler may keep what it is given) into memory
+   * of their own, not a slice of Node's shared 8 KiB pool, which a kept chunk would hold whole.
+   */
   private onSocketRead(n: number): boolean {
     // HOT
-    const d = Buffer.allocUnsafe(n);
+    const d = Buffer.allocUnsafeSlow(n);
     READ_BUFFER.copy(d, 0, 0, n);
     this.onSocketData(d);
     // Not false: that would pause the socket (the parser pauses it itself when a handler asks).
@@ -1132,7 +1162,7 @@ class H1Connection {
       if (this.connectTimer !== null) clearTimeout(this.connectTimer);
       this.connectTimer = null;
       this.client.conns.delete(this);
-      this.client.connectFailed(e);
+      this.client.connectFailed(e, this.spare);
       return;
     }
     this.eof = true;
@@ -1170,7 +1200,10 @@ class H1Connection {
     }
     if (this.connected) this.client.gone(this);
     else
-      this.client.connectFailed(new H1Error(H1ErrorCode.closedClient, 'connection closed before it was up'));
+      this.client.connectFailed(
+        new H1Error(H1ErrorCode.closedClient, 'connection closed before it was up'),
+        this.spare,
+      );
   }
 }
 

@@ -1321,6 +1321,19 @@ describe('H1Client', { timeout: 60_000 }, () => {
       assert.equal(client.opened, 1);
     });
 
+    it('close() right after such an abort closes the replacement still opening: none is left, and none reaches the node after', async () => {
+      const node = await RawNode.start(firstThen(null));
+      const client = newClient(node.origin);
+      const r = call(client, { path: '/stream' });
+      await waitFor(() => node.requests.length === 1, 'the request at the node');
+      r.abort!(new Error('client stopped the stream'));
+      await within(client.close(), WAIT_MS, 'close() to resolve');
+      assert.equal(client.connections, 0, 'no connection open or opening after close() resolved');
+      const atClose = node.conns.length;
+      await delay(100);
+      assert.equal(node.conns.length, atClose, 'no connection reached the node after close() resolved');
+    });
+
     it('abort inside onHeaders ends the exchange with the reason and drops the connection', async () => {
       const node = await RawNode.start(firstThen({ pieces: [ok('never read')] }));
       const client = newClient(node.origin);
