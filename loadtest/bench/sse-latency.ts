@@ -9,7 +9,8 @@
  * of BENCH_DURATION seconds: both targets meet the same node ticks and the same load on the
  * client's core, and neither sits idle between phases (an idle keep-alive connection is closed by
  * the node after 10 s, and an idle process gets memory-reducing collections). Sluice is pinned to
- * CPU 1, the node and this client to CPU 0, as in `npm run bench`.
+ * CPU 1, the node and this client to CPU 0, as in `npm run bench` (and with its processes,
+ * configuration and HDR histograms).
  *
  * Per round and target, from the client: time to first token (request sent to the first body
  * bytes, which carry the first event) and every gap between two reads of body bytes. The report
@@ -17,55 +18,37 @@
  * Environment: BENCH_DURATION (s, default 15), BENCH_ROUNDS (default 3), BENCH_STREAMS (per
  * target, default 20), BENCH_GAP_MS (default 5). Needs Linux and `taskset`.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { setTimeout as delay } from 'node:timers/promises';
-import { promisify } from 'node:util';
+import type { Histogram } from 'hdr-histogram-js';
+import { median } from './bench-report.js';
 import { STREAM_BODY, STREAM_CHUNKS } from './chat-fixtures.js';
+import { pause, PinnedProcesses, repin } from './pinned-processes.js';
+import { sluiceEnv, sluiceMinConfig, sluiceYaml } from './proxy-configs.js';
 import { freePort } from '../env/free-port.js';
-import { startSluiceChild, type SluiceChild } from '../env/sluice-process.js';
+import { createLatencyHistogram, percentileMs, recordMs } from '../drive/latency-histogram.js';
 
-const run = promisify(execFile);
 const duration = Number(process.env['BENCH_DURATION'] ?? 15);
 const rounds = Number(process.env['BENCH_ROUNDS'] ?? 3);
 const streams = Number(process.env['BENCH_STREAMS'] ?? 20);
 const gapMs = Number(process.env['BENCH_GAP_MS'] ?? 5);
+const TARGETS = ['direct', 'sluice'] as const;
 
-/** Latencies of one phase, ms. */
-interface Sample {
-  ttft: number[];
-  gaps: number[];
-  streams: number;
-  errors: number;
-}
+/** What one target's streams saw in one phase. */
+class Sample {
+  readonly ttft: Histogram = createLatencyHistogram();
+  readonly gaps: Histogram = createLatencyHistogram();
+  streams = 0;
+  errors = 0;
 
-/** Pins every thread of `pid` to `cpu`. */
-async function pin(pid: number | undefined, cpu: number): Promise<void> {
-  if (pid === undefined) throw new Error('no pid to pin');
-  await run('taskset', ['-a', '-p', '-c', String(cpu), String(pid)]);
-}
-
-/** Starts the bench's stand-in node (paced streams) and resolves with its process and URL. */
-async function startNode(): Promise<{ child: ChildProcess; url: string }> {
-  const entry = fileURLToPath(new URL('./bench-child.js', import.meta.url));
-  const child = spawn(process.execPath, [entry, 'stand-in', '--chunk-gap-ms', String(gapMs)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the stand-in node did not start within 10 s')), 10_000);
-    child.once('exit', (code) => reject(new Error(`the stand-in node exited with ${code}`)));
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      const m = /listening on (http:\/\/\S+)/.exec(line);
-      if (m !== null) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-  });
-  return { child, url };
+  /** p50, p99 and p99.9 of `h`, ms. */
+  static tail(h: Histogram): [number, number, number] {
+    return [percentileMs(h, 50) ?? NaN, percentileMs(h, 99) ?? NaN, percentileMs(h, 99.9) ?? NaN];
+  }
 }
 
 /** One stream: resolves when its body ended (or failed), recording into `s`. */
@@ -82,8 +65,7 @@ function oneStream(agent: http.Agent, base: string, s: Sample): Promise<void> {
       if (res.statusCode !== 200) s.errors++;
       res.on('data', () => {
         const now = performance.now();
-        if (last < 0) s.ttft.push(now - sent);
-        else s.gaps.push(now - last);
+        recordMs(last < 0 ? s.ttft : s.gaps, now - (last < 0 ? sent : last));
         last = now;
       });
       res.on('end', () => {
@@ -103,122 +85,108 @@ function oneStream(agent: http.Agent, base: string, s: Sample): Promise<void> {
   });
 }
 
-/** Keep-alive agents by target URL, kept from the warm-up on: phases measure warm connections. */
-const agents = new Map<string, http.Agent>();
-
-/** Runs `streams` loops of back-to-back streams against each of `bases` at once for `seconds`. */
-async function phase(bases: readonly string[], seconds: number): Promise<Sample[]> {
+/** Runs `streams` loops of back-to-back streams on each agent at once for `seconds`. */
+async function phase(
+  targets: readonly { base: string; agent: http.Agent }[],
+  seconds: number,
+): Promise<Sample[]> {
   const end = performance.now() + seconds * 1000;
   // The loops start spread over one stream's length, as independent clients would, not all at once.
   const spreadMs = (STREAM_CHUNKS * gapMs) / streams;
-  const runs = bases.map(async (base) => {
-    let agent = agents.get(base);
-    if (agent === undefined) {
-      agent = new http.Agent({ keepAlive: true, maxSockets: streams });
-      agents.set(base, agent);
-    }
-    const s: Sample = { ttft: [], gaps: [], streams: 0, errors: 0 };
-    const loop = async (_: unknown, i: number): Promise<void> => {
-      await delay(i * spreadMs);
-      while (performance.now() < end) await oneStream(agent, base, s);
-    };
-    await Promise.all(Array.from({ length: streams }, loop));
-    return s;
-  });
-  return Promise.all(runs);
-}
-
-function quantile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-}
-
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-}
-
-interface Row {
-  ttft: [number, number, number];
-  gap: [number, number, number];
-  streams: number;
-  errors: number;
-}
-
-function summarise(s: Sample): Row {
-  const t = s.ttft.sort((a, b) => a - b);
-  const g = s.gaps.sort((a, b) => a - b);
-  return {
-    ttft: [quantile(t, 0.5), quantile(t, 0.99), quantile(t, 0.999)],
-    gap: [quantile(g, 0.5), quantile(g, 0.99), quantile(g, 0.999)],
-    streams: s.streams,
-    errors: s.errors,
-  };
+  return Promise.all(
+    targets.map(async ({ base, agent }) => {
+      const s = new Sample();
+      const loop = async (_: unknown, i: number): Promise<void> => {
+        await pause(i * spreadMs);
+        while (performance.now() < end) await oneStream(agent, base, s);
+      };
+      await Promise.all(Array.from({ length: streams }, loop));
+      return s;
+    }),
+  );
 }
 
 const f2 = (n: number): string => n.toFixed(2);
 
+interface Row {
+  ttft: [number, number, number];
+  gap: [number, number, number];
+}
+
 async function main(): Promise<void> {
-  let node: ChildProcess | null = null;
-  let sluice: SluiceChild | null = null;
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-sse-'));
+  const procs = new PinnedProcesses(dir);
+  // Kept from the warm-up on: phases measure warm keep-alive connections.
+  const agents = TARGETS.map(() => new http.Agent({ keepAlive: true, maxSockets: streams }));
   try {
-    await pin(process.pid, 0);
-    const started = await startNode();
-    node = started.child;
-    await pin(node.pid, 0);
-    const [port, adminPort] = [await freePort(), await freePort()];
-    sluice = await startSluiceChild(
-      `listeners:\n  - name: public\n    address: 127.0.0.1\n    port: ${port}\n` +
-        `admin:\n  address: 127.0.0.1\n  port: ${adminPort}\n` +
-        `pools:\n  - name: gpu\n    nodes:\n      - url: ${started.url}\n` +
-        'routes:\n  - name: all\n    match: {}\n    pool: gpu\n',
-      'public',
+    repin(process.pid, '0');
+    const root = fileURLToPath(new URL('../../..', import.meta.url));
+    const [nodePort, port, adminPort] = [await freePort(), await freePort(), await freePort()];
+    const node = procs.start(
+      'stand-in',
+      '0',
+      process.execPath,
+      [
+        join(root, 'dist', 'loadtest', 'bench', 'bench-child.js'),
+        'stand-in',
+        '--port',
+        String(nodePort),
+        '--chunk-gap-ms',
+        String(gapMs),
+      ],
+      {},
     );
-    await pin(sluice.pid, 1);
-    const targets: Record<string, string> = { direct: started.url, sluice: sluice.url };
+    await procs.waitForHttp(node, nodePort, 20_000);
+    const config = join(dir, 'sluice.yaml');
+    const upstream = `http://127.0.0.1:${nodePort}`;
+    writeFileSync(config, sluiceYaml(sluiceMinConfig({ port, adminPort, upstream }), 'sluice-min'));
+    const sluice = procs.start(
+      'sluice',
+      '1',
+      process.execPath,
+      [join(root, 'bin', 'sluice.js'), 'serve', '--no-watch', '--config', config],
+      sluiceEnv(),
+    );
+    await procs.waitForHttp(sluice, port, 20_000);
+    const targets = [upstream, `http://127.0.0.1:${port}`].map((base, i) => ({ base, agent: agents[i]! }));
     process.stdout.write(
       `SSE latency: ${rounds} rounds of ${duration} s, ${streams} streams at once to each target, both at the same time, ` +
-        `64 events ${gapMs} ms apart; Sluice pinned to CPU 1, the node and the client to CPU 0, node ${process.version}\n\n` +
+        `${STREAM_CHUNKS} events ${gapMs} ms apart; Sluice pinned to CPU 1, the node and the client to CPU 0, node ${process.version}\n\n` +
         '| round | target | streams | errors | TTFT p50 | p99 | p99.9 | gap p50 | p99 | p99.9 |\n' +
         '| --: | --- | --: | --: | --: | --: | --: | --: | --: | --: |\n',
     );
     // Warm-up: JIT and connection pools settle before anything is measured.
-    const names = ['direct', 'sluice'];
-    const bases = names.map((t) => targets[t]!);
-    await phase(bases, Math.max(2, Math.round(duration / 4)));
-    const rows: Record<string, Row[]> = { direct: [], sluice: [] };
+    await phase(targets, Math.max(2, Math.round(duration / 4)));
+    const rows: Row[][] = TARGETS.map(() => []);
     for (let r = 0; r < rounds; r++) {
-      const samples = await phase(bases, duration);
-      for (let k = 0; k < names.length; k++) {
-        const t = names[k]!;
-        const row = summarise(samples[k]!);
-        rows[t]!.push(row);
+      const samples = await phase(targets, duration);
+      samples.forEach((s, k) => {
+        const row = { ttft: Sample.tail(s.ttft), gap: Sample.tail(s.gaps) };
+        rows[k]!.push(row);
         process.stdout.write(
-          `| ${r + 1} | ${t} | ${row.streams} | ${row.errors} | ${row.ttft.map(f2).join(' | ')} | ${row.gap.map(f2).join(' | ')} |\n`,
+          `| ${r + 1} | ${TARGETS[k]} | ${s.streams} | ${s.errors} | ${row.ttft.map(f2).join(' | ')} | ${row.gap.map(f2).join(' | ')} |\n`,
         );
-      }
+      });
     }
-    const med = (t: string, pick: (row: Row) => number): number => median(rows[t]!.map(pick));
     process.stdout.write(
       '\nmedian over rounds, ms:\n\n| target | TTFT p50 | p99 | p99.9 | gap p50 | p99 | p99.9 |\n| --- | --: | --: | --: | --: | --: | --: |\n',
     );
-    for (const t of ['direct', 'sluice']) {
-      const cols = [0, 1, 2]
-        .map((i) => med(t, (row) => row.ttft[i]!))
-        .concat([0, 1, 2].map((i) => med(t, (row) => row.gap[i]!)));
+    TARGETS.forEach((t, k) => {
+      const cols = [0, 1, 2].map((i) => median(rows[k]!.map((row) => row.ttft[i]!)));
+      cols.push(...[0, 1, 2].map((i) => median(rows[k]!.map((row) => row.gap[i]!))));
       process.stdout.write(`| ${t} | ${cols.map(f2).join(' | ')} |\n`);
-    }
+    });
+    const [direct, viaSluice] = rows as [Row[], Row[]];
     const added = (pick: (row: Row) => number): string =>
-      f2(median(rows['sluice']!.map((row, i) => pick(row) - pick(rows['direct']![i]!))));
+      f2(median(viaSluice.map((row, i) => pick(row) - pick(direct[i]!))));
     process.stdout.write(
       `\nadded by Sluice at p99 (median over rounds of sluice − direct in the same round): ` +
         `time to first token ${added((row) => row.ttft[1])} ms, gap between events ${added((row) => row.gap[1])} ms\n`,
     );
   } finally {
-    for (const a of agents.values()) a.destroy();
-    await sluice?.stop();
-    node?.kill('SIGTERM');
+    for (const a of agents) a.destroy();
+    await procs.stopAll();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
