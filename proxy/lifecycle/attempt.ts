@@ -12,7 +12,6 @@
  * and `bodyTimeout`: those allocate a timer object per request phase that lives until undici's
  * next half-second sweep, long enough to be promoted out of the young generation.
  */
-import { H1Error, H1ErrorCode } from '../upstream/h1-client.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { nowMs } from './clock.js';
 import type { DeadlineEntry, DeadlineList } from './deadline-list.js';
@@ -20,6 +19,7 @@ import { Errors, SluiceError } from './errors.js';
 import type { HeldHead } from './held-head.js';
 import type { Session } from './session.js';
 import { SSE_LINE_START } from './sse-first-event.js';
+import { idleTimeoutError, ttfbTimeoutError } from './upstream-errors.js';
 
 /** Flow control of a response body, as undici's DispatchController offers it (used by mirror.ts). */
 export interface Controller {
@@ -141,7 +141,7 @@ export class Attempt implements DeadlineEntry {
   onDeadline(): void {
     const idle = this.idleList;
     if (this.resumeBody === null) {
-      this.timeOut(new H1Error(H1ErrorCode.headersTimeout, 'upstream node sent no response head in time'));
+      this.timeOut(ttfbTimeoutError());
     } else if (this.awaitFirstEvent) {
       this.timeOut(
         new SluiceError(Errors.ttfbTimeout, 'upstream node sent no first event of its stream in time'),
@@ -150,7 +150,7 @@ export class Attempt implements DeadlineEntry {
       // The client is not reading: the gap is not the node's (as with undici's body timeout).
       idle.add(this, nowMs());
     } else {
-      this.timeOut(new H1Error(H1ErrorCode.bodyTimeout, 'upstream node stopped sending the response body'));
+      this.timeOut(idleTimeoutError());
     }
   }
 

@@ -18,6 +18,16 @@ const CONNECT_ERRNOS = new Set([
   'ETIMEDOUT',
 ]);
 
+/** No response head within the first-byte deadline (the client's or Sluice's own). */
+export function ttfbTimeoutError(cause?: Error): SluiceError {
+  return new SluiceError(Errors.ttfbTimeout, 'upstream node sent no response head in time', cause);
+}
+
+/** No body bytes within the body-gap deadline (the client's or Sluice's own). */
+export function idleTimeoutError(cause?: Error): SluiceError {
+  return new SluiceError(Errors.idleTimeout, 'upstream node stopped sending the response body', cause);
+}
+
 /** Turns an error raised by an upstream attempt into a SluiceError with the right kind. */
 export function classifyUpstreamError(err: Error): SluiceError {
   const code = (err as { code?: unknown }).code;
@@ -27,10 +37,10 @@ export function classifyUpstreamError(err: Error): SluiceError {
       return new SluiceError(Errors.connectTimeout, 'timed out connecting to the upstream node', err);
     case H1ErrorCode.headersTimeout:
     case 'UND_ERR_HEADERS_TIMEOUT':
-      return new SluiceError(Errors.ttfbTimeout, 'upstream node sent no response head in time', err);
+      return ttfbTimeoutError(err);
     case H1ErrorCode.bodyTimeout:
     case 'UND_ERR_BODY_TIMEOUT':
-      return new SluiceError(Errors.idleTimeout, 'upstream node stopped sending the response body', err);
+      return idleTimeoutError(err);
     case H1ErrorCode.invalidRequest:
     case 'UND_ERR_INVALID_ARG':
       // The client's request cannot be sent as it is (a control byte in a header, a non-ASCII

@@ -9,8 +9,8 @@ import type { BatchResponse, BatchTransport } from '../batch/batch-transport.js'
 import type { PoolHealth } from '../health/pool-health.js';
 import { Errors, SluiceError } from '../lifecycle/errors.js';
 import { statusReason } from '../lifecycle/retry-rules.js';
-import { classifyUpstreamError } from '../lifecycle/upstream-errors.js';
-import { H1Error, H1ErrorCode, type UpstreamHandler } from './h1-client.js';
+import { classifyUpstreamError, ttfbTimeoutError } from '../lifecycle/upstream-errors.js';
+import type { UpstreamHandler } from './h1-client.js';
 import type { UpstreamNode } from './upstream-node.js';
 
 /** Rough tokens per batch item, for the node's in-flight work. */
@@ -115,11 +115,7 @@ class BufferedCall implements UpstreamHandler {
   /** No response head by the deadline: the call fails now; undici's exchange is aborted once it starts. */
   ttfbTimedOut(): void {
     this.ttfbTimer = null;
-    this.fail(
-      classifyUpstreamError(
-        new H1Error(H1ErrorCode.headersTimeout, 'upstream node sent no response head in time'),
-      ),
-    );
+    this.fail(ttfbTimeoutError());
   }
 
   /** The whole exchange did not end within `total_ms`. */
