@@ -4,8 +4,9 @@
  * `better-sqlite3` (the batch API's job file), `pino` (the access log) and `undici` (`https:` nodes,
  * pools with `upstream_client: undici`, and `httpFetch` below; plain `http:` nodes use Sluice's own
  * client). Imported at startup they cost about 45 MiB of resident memory (`redis` about 20 MiB,
- * `undici` about 8 MiB in a Sluice at rest) in every process, used or not (`npm run bench:idle` prints the baseline). All four are CommonJS
- * packages, so they load synchronously, while a config is being applied, never on the request path.
+ * `undici` about 8 MiB in a Sluice at rest) in every process, used or not (`npm run bench:idle`
+ * prints the baseline). All four are CommonJS packages, so they load synchronously, while a config
+ * is being applied, never on the request path.
  */
 import { createRequire } from 'node:module';
 import type * as Redis from 'redis';

@@ -486,7 +486,7 @@ export class H1Client {
     return this.open;
   }
 
-  /** Connections up and idle (for tests and metrics). */
+  /** Connections up and idle (for tests). */
   get idleConnections(): number {
     return this.idle.length;
   }
@@ -1101,7 +1101,7 @@ class H1Connection {
       this.fail(reason);
       // The node may still be writing the answer, so the connection is lost with it; the load
       // that opened it has not gone (a client stopping a stream is routine). One opens in its
-      // place, to be parked idle, so the next requests find the pool as warm as before.
+      // place, so the next requests find the pool as warm as before (see replaceAborted).
       if (replace) this.client.replaceAborted();
       return;
     }

@@ -355,6 +355,17 @@ async function fetchOk(client: H1Client, over: Partial<UpstreamRequest> = {}): P
 }
 
 /** Resolves with `p`, or rejects after `ms` naming what did not happen (`what` is read then). */
+/** A node that never answers, a client, and one request of it written and waiting at the node. */
+async function streamAtNode(
+  options: Partial<H1ClientOptions> = {},
+): Promise<{ node: RawNode; client: H1Client; r: Recorder }> {
+  const node = await RawNode.start(firstThen(null));
+  const client = newClient(node.origin, options);
+  const r = call(client, { path: '/stream' });
+  await waitFor(() => node.requests.length === 1, 'the request at the node');
+  return { node, client, r };
+}
+
 async function within<T>(p: Promise<T>, ms: number, what: string | (() => string)): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
@@ -1277,10 +1288,7 @@ describe('H1Client', { timeout: 60_000 }, () => {
     });
 
     it('a connection lost to an abort after the request was written is replaced at once and parked for the next request', async () => {
-      const node = await RawNode.start(firstThen(null));
-      const client = newClient(node.origin);
-      const r = call(client, { path: '/stream' });
-      await waitFor(() => node.requests.length === 1, 'the request at the node');
+      const { node, client, r } = await streamAtNode();
       r.abort!(new Error('client stopped the stream'));
       await node.conns[0]!.waitClosed();
       // No request asked for it: the replacement comes up on its own and waits idle.
@@ -1294,10 +1302,7 @@ describe('H1Client', { timeout: 60_000 }, () => {
     });
 
     it('the replacement stays within the connection cap: a waiting request takes the connection opened for it, and no other opens', async () => {
-      const node = await RawNode.start(firstThen(null));
-      const client = newClient(node.origin, { connections: 1 });
-      const r = call(client, { path: '/stream' });
-      await waitFor(() => node.requests.length === 1, 'the first request at the node');
+      const { node, client, r } = await streamAtNode({ connections: 1 });
       const waiting = call(client, { path: '/queued' });
       r.abort!(new Error('client stopped the stream'));
       await waiting.settled();
@@ -1309,10 +1314,7 @@ describe('H1Client', { timeout: 60_000 }, () => {
     });
 
     it('no replacement opens for an abort while the client is closing', async () => {
-      const node = await RawNode.start(firstThen(null));
-      const client = newClient(node.origin);
-      const r = call(client, { path: '/stream' });
-      await waitFor(() => node.requests.length === 1, 'the request at the node');
+      const { node, client, r } = await streamAtNode();
       const closed = client.close();
       r.abort!(new Error('shutting down'));
       await within(closed, WAIT_MS, 'close() to resolve');
@@ -1322,10 +1324,7 @@ describe('H1Client', { timeout: 60_000 }, () => {
     });
 
     it('close() right after such an abort closes the replacement still opening: none is left, and none reaches the node after', async () => {
-      const node = await RawNode.start(firstThen(null));
-      const client = newClient(node.origin);
-      const r = call(client, { path: '/stream' });
-      await waitFor(() => node.requests.length === 1, 'the request at the node');
+      const { node, client, r } = await streamAtNode();
       r.abort!(new Error('client stopped the stream'));
       await within(client.close(), WAIT_MS, 'close() to resolve');
       assert.equal(client.connections, 0, 'no connection open or opening after close() resolved');
