@@ -6,10 +6,12 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 import { runStatsCli } from '../../proxy/cli/stats-cli.js';
+import { exitWithin, runSluice } from '../helpers/sluice-cli.js';
 import { basicConfig, chatRequest, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 function capture(): {
@@ -89,6 +91,27 @@ describe('sluice stats', { timeout: 30_000 }, () => {
     const d = capture();
     assert.equal(await runStatsCli(['--admin', 'http://127.0.0.1:1'], d.io), 1);
     assert.match(d.err.join(''), /cannot read http:\/\/127\.0\.0\.1:1: fetch failed: bad port/);
+  });
+
+  it('exits 1 at once, naming the cause, when the admin address drops every connection (the command as a process)', async () => {
+    // A process of its own: the test process has undici loaded for its other parts, and that
+    // hides what the command's fetch does alone.
+    const s = createServer((socket) => socket.destroy());
+    const port = await new Promise<number>((resolve) => {
+      s.listen(0, '127.0.0.1', () => resolve((s.address() as AddressInfo).port));
+    });
+    const p = runSluice(['stats', '--admin', `http://127.0.0.1:${port}`]);
+    try {
+      // Not the command's 10-s timeout: the dropped connection itself is the answer.
+      assert.equal(await exitWithin(p, 5000), 1, p.out());
+      assert.match(
+        p.out(),
+        /cannot read http:\/\/127\.0\.0\.1:\d+: fetch failed: UND_ERR_SOCKET \(other side closed\)/,
+      );
+    } finally {
+      p.child.kill('SIGKILL');
+      await new Promise<void>((resolve) => s.close(() => resolve()));
+    }
   });
 
   it('exits 1 with one line when the .hgrm file cannot be written', async () => {
