@@ -543,6 +543,42 @@ describe('H1Client', { timeout: 60_000 }, () => {
   });
 
   describe('bodies split across reads', () => {
+    it('a chunk the handler keeps as given stays as it was while later reads arrive, on this connection and others', async () => {
+      // Every connection reads into one shared buffer: what a handler is given must be its own.
+      // The head, then each body piece in a read of its own (the later ones land where the earlier
+      // ones did), with a different body per request.
+      const node = await RawNode.start((req) => {
+        const a = req.path === '/0' ? 'A' : 'B';
+        return {
+          pieces: [
+            'HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n',
+            a.repeat(5),
+            a.toLowerCase().repeat(5),
+            a.repeat(5),
+          ],
+          gapMs: 20,
+        };
+      });
+      const client = newClient(node.origin);
+      const kept: Buffer[][] = [[], []];
+      const calls = [0, 1].map((k) =>
+        call(
+          client,
+          { path: `/${k}` },
+          {
+            onData: (_rec, chunk) => {
+              kept[k]!.push(chunk);
+              return true;
+            },
+          },
+        ),
+      );
+      for (const c of calls) await c.settled();
+      assert.equal(node.conns.length, 2, 'two connections read at once');
+      assert.equal(Buffer.concat(kept[0]!).toString('latin1'), 'AAAAAaaaaaAAAAA');
+      assert.equal(Buffer.concat(kept[1]!).toString('latin1'), 'BBBBBbbbbbBBBBB');
+    });
+
     const sizedPieces = [
       'HT',
       'TP/1.1 2',
