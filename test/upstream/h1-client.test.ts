@@ -169,6 +169,11 @@ class RawNode {
     void write(conn.socket, reply).then(done, done);
   }
 
+  /** Refuses new connections from now on; those open stay. */
+  stopListening(): void {
+    this.server.close();
+  }
+
   async close(): Promise<void> {
     for (const c of this.conns) c.socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -1357,6 +1362,18 @@ describe('H1Client', { timeout: 60_000 }, () => {
       await delay(50);
       assert.equal(node.conns.length, 1);
       assert.equal(client.opened, 1);
+    });
+
+    it('a replacement that cannot connect fails no request: one waiting for it gets a connect of its own', async () => {
+      const { node, client, r } = await streamAtNode();
+      node.stopListening();
+      r.abort!(new Error('client stopped the stream'));
+      // Queued behind the replacement, which is opening.
+      const waiting = call(client, { path: '/next' });
+      await waiting.settled();
+      assert.equal(waiting.code, 'ECONNREFUSED');
+      assert.equal(client.opened, 3, "the first connection, the replacement, and the waiting request's own");
+      assert.equal(client.connections, 0);
     });
 
     it('close() right after such an abort closes the replacement still opening: none is left, and none reaches the node after', async () => {
