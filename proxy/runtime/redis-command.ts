@@ -2,9 +2,8 @@
  * One Redis command of the stores (rate limits, batch jobs, idempotency keys), bounded by a timer
  * of its own: the client's `timeout` option covers only a command still waiting to be written, so a
  * written command to a frozen or slow Redis held its caller (and the HTTP request behind it) as
- * long as Redis did. It also hands a reply that
- * comes after the timeout to the caller, to undo what nobody waits for any more. It knows nothing
- * about what the stores keep.
+ * long as Redis did. It also hands a reply that comes after the timeout to the caller, to undo
+ * what nobody waits for any more. It knows nothing about what the stores keep.
  */
 
 /** The part of a `redis` client a bounded command needs; any client of the `redis` package fits. */
