@@ -232,8 +232,9 @@ export function endHead(remoteAddress: string, proto = 'http', trustForwarded = 
   }
   if (trustForwarded && clientFwd !== '') head.headers.push('forwarded', clientFwd);
   head.headers.push('x-forwarded-for', xff === '' ? remoteAddress : `${xff}, ${remoteAddress}`);
-  // An empty Host (allowed, RFC 9112 §3.2) or none (HTTP/1.0) names no host to pass on.
-  const forwardedHost = trustForwarded && clientXfh !== '' ? clientXfh : host;
+  // An empty Host (allowed, RFC 9112 §3.2), one with an empty name (`:`, `:80`) or none (HTTP/1.0)
+  // names no host to pass on.
+  const forwardedHost = trustForwarded && clientXfh !== '' ? clientXfh : head.hostName === '' ? '' : host;
   if (forwardedHost !== '') head.headers.push('x-forwarded-host', forwardedHost);
   head.headers.push('x-forwarded-proto', trustForwarded && clientXfp !== '' ? clientXfp : proto);
   return head;

@@ -73,7 +73,12 @@ describe('forwarding headers', { timeout: 30_000 }, () => {
       );
       started.push(t);
       // An empty Host is allowed (RFC 9112 §3.2); HTTP/1.0 needs none (the uWS engine refuses 1.0).
-      const heads = ['GET /v1/models HTTP/1.1\r\nHost:\r\n\r\n'];
+      // A Host of only a port separator (`:`, `:80`) names none either.
+      const heads = [
+        'GET /v1/models HTTP/1.1\r\nHost:\r\n\r\n',
+        'GET /v1/models HTTP/1.1\r\nHost: :\r\n\r\n',
+        'GET /v1/models HTTP/1.1\r\nHost: :80\r\n\r\n',
+      ];
       if (engine.name === 'net') heads.push('GET /v1/models HTTP/1.0\r\n\r\n');
       for (const bytes of heads) {
         const conn = await RawConnection.open(t.url);
