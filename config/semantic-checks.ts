@@ -528,6 +528,57 @@ function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
 }
 
 /**
+ * `server.workers` above 1: every thread keeps its own copy of some state still, so the features
+ * that rest on such state are refused, one issue each, rather than enforced N times over.
+ */
+function checkWorkers(data: Json, issues: ConfigIssue[]): void {
+  const server = data['server'];
+  const workers = isRecord(server) ? server['workers'] : undefined;
+  if (typeof workers !== 'number' || workers <= 1) return;
+  const refuse = (path: ConfigPath, what: string, instead: string): void => {
+    issues.push({
+      path,
+      anchor: 'key',
+      message: `${what} is not shared across worker threads yet, so server.workers ${workers} cannot serve it; ${instead}, or set server.workers to 1`,
+    });
+  };
+  for (const [i, l] of entries(data['listeners'])) {
+    const p = l['pipelining'];
+    if (typeof p === 'number' && p > 0)
+      issues.push({
+        path: ['listeners', i, 'pipelining'],
+        anchor: 'key',
+        message: `server.workers ${workers} needs uWebSockets.js listeners (pipelining: 0): Sluice's own HTTP/1.1 engine cannot share a port across threads on Node 20; set pipelining to 0, or set server.workers to 1`,
+      });
+    if (l['tls'] !== undefined)
+      refuse(
+        ['listeners', i, 'tls'],
+        'a TLS listener (its certificate swaps)',
+        'terminate TLS in front of Sluice',
+      );
+  }
+  if (data['batch_api'] !== undefined)
+    refuse(['batch_api'], 'the batch API (its job worker and files)', 'run it in a Sluice of its own');
+  for (const [i, p] of entries(data['pools']))
+    if (p['admission'] !== undefined)
+      refuse(
+        ['pools', i, 'admission'],
+        'admission (its counts and queue)',
+        'use max_in_flight_per_node, which is shared',
+      );
+  for (const [i, r] of entries(data['routes'])) {
+    if (r['batching'] !== undefined)
+      refuse(
+        ['routes', i, 'batching'],
+        'micro-batching (its batch windows)',
+        'remove batching from the route',
+      );
+    if (r['sticky_header'] !== undefined)
+      refuse(['routes', i, 'sticky_header'], 'a sticky header (its session table)', 'remove sticky_header');
+  }
+}
+
+/**
  * Runs every cross-field rule over the defaults-applied data and returns the problems found, each
  * pointing at the value (or key) to change; an empty list means the rules hold.
  */
@@ -551,5 +602,6 @@ export function checkSemantics(data: unknown, view: SourceView): ConfigIssue[] {
   checkConnections(data, issues);
   checkRouteMatches(data, issues);
   checkSimulatorPorts(data, used, issues);
+  checkWorkers(data, issues);
   return issues;
 }

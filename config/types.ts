@@ -343,6 +343,8 @@ export interface ServerConfig {
   drain_timeout_ms: number;
   /** Debounce for the config file watcher. Default 100. */
   reload_debounce_ms: number;
+  /** Threads serving the listeners on the same ports (1: the main thread only). Default 1. */
+  workers: number;
   /** Shedding new requests while Sluice itself is overloaded. */
   overload: OverloadConfig;
 }

@@ -15,6 +15,15 @@ export interface DrainResult {
   body: unknown;
 }
 
+/** The reads that `AdminTarget.refresh` brings up to date first. */
+const REFRESHED_PATHS = new Set([
+  '/metrics',
+  '/admin/stats',
+  '/admin/histograms',
+  '/admin/nodes',
+  '/admin/capacity',
+]);
+
 /** What the admin API reads and drives. */
 export interface AdminTarget {
   /** True once the first plan serves and while not draining (`/readyz`). */
@@ -22,6 +31,8 @@ export interface AdminTarget {
   /** False before the first plan exists: plan-dependent endpoints answer 503. */
   started(): boolean;
   metricsText(): string;
+  /** Brings the counts up to date before a read of metrics, stats, histograms, nodes or capacity (worker threads). */
+  refresh?(): Promise<void>;
   /** `GET /admin/config`: the active config with its secrets masked (`redactedConfig`). */
   configView(): unknown;
   nodesView(): unknown;
@@ -206,6 +217,19 @@ export class AdminServer {
       });
     if (!this.target.started())
       return errorJson(res, 503, 'starting', 'Sluice is starting; try again shortly');
+    if (read && this.target.refresh !== undefined && REFRESHED_PATHS.has(path)) {
+      // The worker threads' latest counts first, so that a read follows what was served.
+      this.target.refresh().then(
+        () => this.answer(res, url, path, method, read),
+        (e: unknown) => errorJson(res, 500, 'internal_error', String(e)),
+      );
+      return;
+    }
+    this.answer(res, url, path, method, read);
+  }
+
+  /** Answers a request that passed the checks of `handle`. */
+  private answer(res: ServerResponse, url: URL, path: string, method: string, read: boolean): void {
     try {
       if (read) {
         switch (path) {

@@ -187,8 +187,7 @@ export class Attempt implements DeadlineEntry {
 
   /** Gives back what this attempt counted on its node (once: the session's release or onError). */
   releaseNode(): void {
-    this.node.inFlight--;
-    this.node.inFlightCost -= this.cost;
+    this.node.removeLoad(this.cost);
   }
 
   /** Aborts the upstream exchange if it is still running. */

@@ -68,10 +68,13 @@ export class MirrorRequest {
       return;
     }
     const cost = pool.policy.weighsCost ? src.cost : 0;
+    // Another worker thread may have taken the node's last slot since the pick.
+    if (!node.tryAddLoad(cost)) {
+      stats.count(503);
+      return;
+    }
     const m = new MirrorRequest(plan, node, stats, cost);
     plan.acquire();
-    node.inFlight++;
-    node.inFlightCost += cost;
     node.attempts++;
     const extra = pool.requestHeaders;
     node.dispatch(
@@ -111,8 +114,7 @@ export class MirrorRequest {
   private end(status: number): void {
     if (this.done) return;
     this.done = true;
-    this.node.inFlight--;
-    this.node.inFlightCost -= this.cost;
+    this.node.removeLoad(this.cost);
     this.stats.count(status);
     this.stats.duration.recordMs(nowMs() - this.startMs);
     this.plan.release();

@@ -71,6 +71,11 @@ export interface SessionHost {
 
 /** Retry headers of a 503 for a pool without an available node (one second). */
 const NO_NODE_RETRY_AFTER: readonly string[] = retryAfterHeaders(1000);
+/**
+ * Picks that may find their node's last slot taken by another worker thread before the request
+ * counts as finding no node (each lost race leaves the node full, so the next pick passes it by).
+ */
+const MAX_LOST_RACES = 8;
 
 /** Headers of Sluice's answer to `OPTIONS *` (none but the request id `respond` adds). */
 const NO_HEADERS: readonly string[] = [];
@@ -524,13 +529,27 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     // HOT
     const route = this.route!;
     const tried = this.attempts === 0 ? NO_NODES : this.triedNodes();
-    let node = this.pool!.pick(this, tried);
-    while (node === null && !hedge && this.fallbackIndex < route.fallback.length) {
-      this.pool!.state.noNode++;
-      const next = route.fallback[this.fallbackIndex++]!;
-      next.state.fellBack++;
-      this.usePool(next);
-      node = next.pick(this, tried);
+    let node: UpstreamNode | null = null;
+    let cost = 0;
+    for (let race = 0; ; race++) {
+      node = this.pool!.pick(this, tried);
+      while (node === null && !hedge && this.fallbackIndex < route.fallback.length) {
+        this.pool!.state.noNode++;
+        const next = route.fallback[this.fallbackIndex++]!;
+        next.state.fellBack++;
+        this.usePool(next);
+        node = next.pick(this, tried);
+      }
+      if (node === null) break;
+      // Tokens are estimated (the JSON body parsed) only for a pool whose policy weighs them.
+      cost = this.pool!.policy.weighsCost ? this.cost : 0;
+      if (node.tryAddLoad(cost)) break;
+      // Another worker thread took the node's last slot (max_in_flight_per_node) between the pick
+      // and now; the node reads full now, so the next pick passes it by.
+      if (race === MAX_LOST_RACES) {
+        node = null;
+        break;
+      }
     }
     if (node === null) {
       if (hedge) return;
@@ -549,8 +568,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       return;
     }
     const now = nowMs();
-    // Tokens are estimated (the JSON body parsed) only for a pool whose policy weighs them.
-    const cost = this.pool!.policy.weighsCost ? this.cost : 0;
     const att = new Attempt(this, node, ++this.attempts, hedge, now, cost);
     const paid = this.retryPool;
     if (paid !== null) {
@@ -561,8 +578,6 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     else this.second = att;
     this.live++;
     if (this.tried !== null) this.tried.push(node);
-    node.inFlight++;
-    node.inFlightCost += cost;
     node.attempts++;
     trackPrefill(att, this.pool!, this);
     const p = this.plug;

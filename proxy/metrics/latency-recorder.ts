@@ -3,7 +3,7 @@
  * monotonic clock: the per-route summaries since start. Recording is O(1) and allocation-free;
  * percentiles are read by the exporter.
  */
-import type { Histogram } from 'hdr-histogram-js';
+import { decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
 import { buildHdr, LATENCY_US } from './hdr.js';
 
 const HIGHEST_US = LATENCY_US.highest;
@@ -29,6 +29,26 @@ export class LatencyRecorder {
 
   get count(): number {
     return this.histogram.totalCount;
+  }
+
+  /** A worker thread's side: the values since the last call (compressed) and their sum, then forgets them. */
+  takeDelta(): { hdr: string; sumSeconds: number } | null {
+    if (this.histogram.totalCount === 0) return null;
+    const d = { hdr: encodeIntoCompressedBase64(this.histogram), sumSeconds: this.sumSeconds };
+    this.histogram.reset();
+    this.sumSeconds = 0;
+    return d;
+  }
+
+  /** The main thread's side: adds what a worker recorded (`takeDelta`). */
+  absorb(d: { hdr: string; sumSeconds: number }): void {
+    const h = decodeFromCompressedBase64(d.hdr, 64, true);
+    try {
+      this.histogram.add(h);
+    } finally {
+      h.destroy();
+    }
+    this.sumSeconds += d.sumSeconds;
   }
 
   /** Value at a percentile (0–100), in seconds. */

@@ -5,7 +5,15 @@
  */
 import { METRIC_COUNT, METRICS, type Metric } from './series-metrics.js';
 import { REFUSAL_COUNT } from './refusals.js';
-import { WindowedHistogram, type WindowShape } from './windowed-histogram.js';
+import { WindowedHistogram, type HistogramDelta, type WindowShape } from './windowed-histogram.js';
+
+/** What a worker thread recorded in one series since its last report (see `MetricSeries.takeDelta`). */
+export interface SeriesDelta {
+  labels: SeriesLabels;
+  refused: number[];
+  /** By metric index; null where nothing was recorded. */
+  histograms: (HistogramDelta | null)[];
+}
 
 /** Labels of a series: route, pool and node, or tenant (the others empty). */
 export interface SeriesLabels {
@@ -59,6 +67,31 @@ export class MetricSeries {
   /** Records a count (tokens, items). */
   recordCount(metric: Metric, n: number): void {
     this.histogram(metric).record(n);
+  }
+
+  /** A worker thread's side: what was recorded since the last call, or null; then forgets it. */
+  takeDelta(): SeriesDelta | null {
+    let any = false;
+    const histograms: (HistogramDelta | null)[] = [];
+    for (const w of this.h) {
+      const d = w?.takeDelta() ?? null;
+      if (d !== null) any = true;
+      histograms.push(d);
+    }
+    const refused = Array.from(this.refused);
+    if (refused.some((n) => n !== 0)) any = true;
+    if (!any) return null;
+    this.refused.fill(0);
+    return { labels: this.labels, refused, histograms };
+  }
+
+  /** The main thread's side: adds what a worker recorded in the series of the same labels. */
+  absorb(d: SeriesDelta): void {
+    for (let i = 0; i < d.refused.length && i < this.refused.length; i++) this.refused[i]! += d.refused[i]!;
+    for (let m = 0; m < d.histograms.length && m < METRIC_COUNT; m++) {
+      const h = d.histograms[m];
+      if (h !== null && h !== undefined) this.histogram(m as Metric).absorb(h);
+    }
   }
 
   /** Closes the current window slice of every histogram. */

@@ -3,6 +3,7 @@
  * listener only, never on the request path.
  */
 import type { StatsRegistry } from './stats.js';
+import type { RemoteGauges } from './stats-delta.js';
 import type { LatencyRecorder } from './latency-recorder.js';
 import type { UpstreamNode } from '../upstream/upstream-node.js';
 import { retiredKey, type RetiredCounts } from '../upstream/node-registry.js';
@@ -83,7 +84,9 @@ function listenerSeries(out: string[], stats: StatsRegistry): void {
   );
   for (const l of ls) {
     if (l.connectionsCounted)
-      out.push(`sluice_listener_connections{listener="${label(l.listener)}"} ${l.connections}`);
+      out.push(
+        `sluice_listener_connections{listener="${label(l.listener)}"} ${stats.connectionsAll(l.listener)}`,
+      );
   }
   out.push(
     '# HELP sluice_listener_connections_refused_total Connections closed at accept because max_connections were open.',
@@ -218,7 +221,8 @@ export function renderPrometheus(src: MetricsSource): string {
   out.push(
     '# HELP sluice_requests_in_flight Requests being served now.',
     '# TYPE sluice_requests_in_flight gauge',
-    `sluice_requests_in_flight ${stats.inFlight}`,
+    `sluice_requests_in_flight ${stats.inFlightAll}`,
+    ...threadRows(stats),
   );
   const routes = [...stats.routes.values()];
   summary(
@@ -359,10 +363,10 @@ export function renderPrometheus(src: MetricsSource): string {
     out.push(
       '# HELP sluice_ratelimit_concurrent_requests Requests holding a tenant concurrency slot.',
       '# TYPE sluice_ratelimit_concurrent_requests gauge',
-      `sluice_ratelimit_concurrent_requests ${load.concurrentRequests}`,
+      `sluice_ratelimit_concurrent_requests ${load.concurrentRequests + remoteSum(src.stats, (g) => g.limiterConcurrent)}`,
       '# HELP sluice_ratelimit_reserved_tokens Tokens pre-debited for requests that have not ended.',
       '# TYPE sluice_ratelimit_reserved_tokens gauge',
-      `sluice_ratelimit_reserved_tokens ${load.reservedTokens}`,
+      `sluice_ratelimit_reserved_tokens ${load.reservedTokens + remoteSum(src.stats, (g) => g.limiterReserved)}`,
     );
   }
   if (src.batchers.length > 0) {
@@ -561,4 +565,24 @@ function nodeSeries(
     s.ttfbEwmaMs = n.ttfbEwmaMs;
   }
   return [...byLabels.values()];
+}
+
+/** The sum of one gauge over the worker threads' last reports. */
+function remoteSum(stats: StatsRegistry, gauge: (g: RemoteGauges) => number): number {
+  let n = 0;
+  for (const g of stats.remote.values()) n += gauge(g);
+  return n;
+}
+
+/** Requests served per thread, when there are worker threads (`server.workers`); thread 0 is the main one. */
+function threadRows(stats: StatsRegistry): string[] {
+  if (stats.servedByWorker.size === 0) return [];
+  const out = [
+    '# HELP sluice_thread_requests_total Requests served, by the thread that served them (server.workers; 0 is the main thread).',
+    '# TYPE sluice_thread_requests_total counter',
+    `sluice_thread_requests_total{thread="0"} ${stats.served}`,
+  ];
+  for (const [i, n] of [...stats.servedByWorker].sort((a, b) => a[0] - b[0]))
+    out.push(`sluice_thread_requests_total{thread="${i}"} ${n}`);
+  return out;
 }

@@ -48,6 +48,16 @@ export class SeriesRegistry {
     return s;
   }
 
+  /** The series of `route` × `pool` × `node` if it exists (a worker's report, merged). */
+  findRoute(route: string, pool: string, node: string): MetricSeries | undefined {
+    return this.routeSeries.get(`${route}\n${pool}\n${node}`);
+  }
+
+  /** The series of tenant `name` if it exists. */
+  findTenant(name: string): MetricSeries | undefined {
+    return this.tenantSeries.get(name);
+  }
+
   /** Route series, in creation order. */
   routes(): IterableIterator<MetricSeries> {
     return this.routeSeries.values();

@@ -8,6 +8,7 @@ import { LatencyRecorder } from './latency-recorder.js';
 import { ListenerStats } from './listener-stats.js';
 import { REFUSAL_COUNT } from './refusals.js';
 import { SeriesRegistry } from './series-registry.js';
+import type { RemoteGauges } from './stats-delta.js';
 import type { Tracer } from './trace-context.js';
 
 /** Per-route request statistics. */
@@ -56,8 +57,28 @@ export class StatsRegistry {
   readonly reloads = new Map<string, number>();
   /** Requests currently being served, across all plans. */
   inFlight = 0;
+  /** Requests this thread finished serving since start. */
+  served = 0;
+  /** Requests each worker thread (`server.workers`) finished serving, by worker index, as reported. */
+  readonly servedByWorker = new Map<number, number>();
   /** Connection counters per listener, by listener name. */
   readonly listeners = new Map<string, ListenerStats>();
+  /** The latest gauges reported by each worker thread (`server.workers`), by worker index. */
+  readonly remote = new Map<number, RemoteGauges>();
+
+  /** Requests in flight in every thread (this one's `inFlight` plus the workers' last reports). */
+  get inFlightAll(): number {
+    let n = this.inFlight;
+    for (const g of this.remote.values()) n += g.inFlight;
+    return n;
+  }
+
+  /** Open connections of listener `name` in every thread. */
+  connectionsAll(name: string): number {
+    let n = this.listeners.get(name)?.connections ?? 0;
+    for (const g of this.remote.values()) n += g.connections.get(name) ?? 0;
+    return n;
+  }
 
   /** Returns the counters of a listener, creating them on first use (at listen time only). */
   listener(name: string): ListenerStats {

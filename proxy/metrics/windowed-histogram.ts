@@ -15,8 +15,20 @@
  * With one slice the closed slice is the one that reopens: `rotate` moves it to `retired` and
  * empties it, `window` stays empty, and the window view is the current (partial) slice only.
  */
-import type { Histogram } from 'hdr-histogram-js';
+import { decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
 import { buildHdr, clampToScale, LATENCY_US, type HdrScale } from './hdr.js';
+
+/**
+ * What a worker thread recorded in one histogram since its last report (`takeDelta`), for the main
+ * thread to add to its own (`absorb`): the values (HdrHistogram, compressed), the Prometheus
+ * bucket counts, their sum and count.
+ */
+export interface HistogramDelta {
+  hdr: string;
+  buckets: number[];
+  sum: number;
+  count: number;
+}
 
 /** Window of every series: `slices` slices of `sliceMs` each. */
 export interface WindowShape {
@@ -123,6 +135,39 @@ export class WindowedHistogram {
   addTotalTo(acc: Histogram): void {
     this.addWindowTo(acc);
     if (!this.destroyed && this.retired.totalCount > 0) acc.add(this.retired);
+  }
+
+  /**
+   * A worker thread's side (its series never rotate: the main thread keeps the windows): what was
+   * recorded since the last call, or null if nothing was; then forgets it.
+   */
+  takeDelta(): HistogramDelta | null {
+    if (this.count === 0 || this.destroyed) return null;
+    const d: HistogramDelta = {
+      hdr: encodeIntoCompressedBase64(this.cur),
+      buckets: Array.from(this.buckets),
+      sum: this.sum,
+      count: this.count,
+    };
+    this.cur.reset();
+    this.buckets.fill(0);
+    this.sum = 0;
+    this.count = 0;
+    return d;
+  }
+
+  /** The main thread's side: adds what a worker recorded, as if recorded here now. */
+  absorb(d: HistogramDelta): void {
+    if (this.destroyed || d.buckets.length !== this.buckets.length) return;
+    const h = decodeFromCompressedBase64(d.hdr, 64, true);
+    try {
+      this.cur.add(h);
+    } finally {
+      h.destroy();
+    }
+    for (let i = 0; i < d.buckets.length; i++) this.buckets[i] = this.buckets[i]! + d.buckets[i]!;
+    this.sum += d.sum;
+    this.count += d.count;
   }
 
   /** Frees the WebAssembly memory. Later records are discarded (a request that started before a reload). */

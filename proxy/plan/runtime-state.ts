@@ -8,15 +8,23 @@ import type { PoolConfig, RateLimitsConfig } from '../../config/types.js';
 import { InProcessStore } from '../ratelimit/in-process-store.js';
 import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import { RedisStore } from '../ratelimit/redis-store.js';
+import { SharedMemoryStore } from '../ratelimit/shared-memory-store.js';
+import type { SharedTable } from '../runtime/shared-table.js';
 import type { Logger } from '../runtime/logger.js';
 import { PoolState } from '../pool/pool-state.js';
 import { StickyTable } from '../route/sticky-table.js';
 
 export class RuntimeState {
   readonly pools = new Map<string, PoolState>();
+  /** The worker threads' shared table (`server.workers` above 1), or null with one thread. */
+  readonly shared: SharedTable | null;
   readonly sticky = new Map<string, StickyTable>();
   /** The process-wide rate limiter (its store and counters outlive reloads); null until needed. */
   limiter: RateLimiter | null = null;
+
+  constructor(shared: SharedTable | null = null) {
+    this.shared = shared;
+  }
 
   /** The rate limiter, created on first use with the store the config names. */
   rateLimiter(config: RateLimitsConfig, log: Logger): RateLimiter {
@@ -34,8 +42,10 @@ export class RuntimeState {
               time: r.time,
               logger: log,
             })
-          : new InProcessStore();
-      this.limiter = new RateLimiter({ store, logger: log });
+          : this.shared !== null
+            ? new SharedMemoryStore(this.shared)
+            : new InProcessStore();
+      this.limiter = new RateLimiter({ store, logger: log, shared: this.shared });
     }
     return this.limiter;
   }

@@ -31,6 +31,8 @@ export class Family implements PluginCounter, PluginGauge {
   readonly help: string;
   readonly labelNames: readonly string[];
   private readonly series = new Map<string, Series>();
+  /** A gauge's values in the worker threads (`server.workers`), by worker index and series key. */
+  private readonly remote = new Map<number, Map<string, { labels: readonly string[]; value: number }>>();
 
   constructor(name: string, type: 'counter' | 'gauge', help: string, labelNames: readonly string[]) {
     this.name = name;
@@ -89,11 +91,33 @@ export class Family implements PluginCounter, PluginGauge {
   /** Appends the family in the Prometheus text format. */
   render(out: string[]): void {
     out.push(`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`);
-    for (const s of this.series.values()) {
-      const labels = this.labelNames.map((l, i) => `${l}="${escapeLabel(s.labels[i] ?? '')}"`).join(',');
-      const v = sampleValue(s.value);
+    // A gauge sums its value in every thread; a series only a worker has is shown too.
+    const rows = new Map<string, { labels: readonly string[]; value: number }>();
+    for (const [key, s] of this.series) rows.set(key, { labels: s.labels, value: s.value });
+    for (const m of this.remote.values())
+      for (const [key, r] of m) {
+        const row = rows.get(key);
+        if (row === undefined) rows.set(key, { labels: r.labels, value: r.value });
+        else row.value += r.value;
+      }
+    for (const r of rows.values()) {
+      const labels = this.labelNames.map((l, i) => `${l}="${escapeLabel(r.labels[i] ?? '')}"`).join(',');
+      const v = sampleValue(r.value);
       out.push(labels === '' ? `${this.name} ${v}` : `${this.name}{${labels}} ${v}`);
     }
+  }
+
+  /** Every series with its label values and value (a worker thread's report). */
+  entries(): IterableIterator<Series> {
+    return this.series.values();
+  }
+
+  /** The main thread's side of a worker's gauge: its values now replace what it reported before. */
+  setRemote(worker: number, rows: readonly [readonly string[], number][]): void {
+    const m = new Map<string, { labels: readonly string[]; value: number }>();
+    for (const [labels, value] of rows)
+      m.set(labels.length === 1 ? labels[0]! : JSON.stringify(labels), { labels, value });
+    this.remote.set(worker, m);
   }
 }
 
@@ -183,5 +207,10 @@ export class PluginMetricsRegistry {
   /** Appends every family in the Prometheus text format. */
   render(out: string[]): void {
     for (const f of this.families.values()) f.render(out);
+  }
+
+  /** Every family (a worker thread's report). */
+  all(): IterableIterator<Family> {
+    return this.families.values();
   }
 }

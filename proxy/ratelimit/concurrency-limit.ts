@@ -1,9 +1,11 @@
 /**
  * Concurrent-request limits: a counter of requests in flight per tenant (or tenant × model),
  * acquired when a request is admitted and released when it finishes. Counters live in this process
- * (with the Redis store too: each instance enforces its own `max_concurrent`) and survive reloads,
- * so a reload never forgets the requests still running.
+ * (with the Redis store too: each instance enforces its own `max_concurrent`), in a cell of the
+ * shared table that every worker thread updates atomically (runtime/shared-table.ts), and survive
+ * reloads, so a reload never forgets the requests still running.
  */
+import { privateCells, type NodeLoadCells } from '../runtime/shared-table.js';
 
 /** One in-flight counter with its ceiling. */
 export class ConcurrencyLimit {
@@ -11,26 +13,44 @@ export class ConcurrencyLimit {
   readonly key: string;
   /** Ceiling, requests; updated by a reload. */
   limit: number;
-  /** Requests holding a slot now. */
-  inFlight = 0;
+  private readonly cells: Int32Array;
+  private readonly cell: number;
 
-  constructor(key: string, limit: number) {
+  /** `cells`: where the count lives (a shared table's record with worker threads). */
+  constructor(key: string, limit: number, cells: NodeLoadCells = privateCells()) {
     this.key = key;
     this.limit = limit;
+    this.cells = cells.cells;
+    this.cell = cells.cell;
+  }
+
+  /** Requests holding a slot now, in every thread. */
+  get inFlight(): number {
+    return Atomics.load(this.cells, this.cell);
   }
 
   /** Takes a slot and returns true, or returns false (and takes nothing) when all are held. */
   tryAcquire(): boolean {
     // HOT
-    if (this.inFlight >= this.limit) return false;
-    this.inFlight++;
-    return true;
+    const c = this.cells;
+    const at = this.cell;
+    for (;;) {
+      const n = Atomics.load(c, at);
+      if (n >= this.limit) return false;
+      if (Atomics.compareExchange(c, at, n, n + 1) === n) return true;
+    }
   }
 
   /** Gives a slot back. Releasing more than was acquired is a caller bug and is ignored. */
   release(): void {
     // HOT
-    if (this.inFlight > 0) this.inFlight--;
+    const c = this.cells;
+    const at = this.cell;
+    for (;;) {
+      const n = Atomics.load(c, at);
+      if (n <= 0) return;
+      if (Atomics.compareExchange(c, at, n, n - 1) === n) return;
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * The in-process rate-limit store (the embedded default): buckets live in this process's memory and
  * every operation is synchronous, hence exact: N per minute configured, a burst of 2N admits exactly
- * N. It does not share state with other processes or worker threads (see docs/tenants.md).
+ * N. It does not share state with other processes; with worker threads (`server.workers`) the
+ * SharedMemoryStore takes its place (see docs/tenants.md).
  */
 import { nowMs } from '../lifecycle/clock.js';
 import type { RateLimitStore, StoreCounters } from './rate-limit-store.js';

@@ -3,6 +3,7 @@
  * with one `LimitSet` for the tenant alone and one per configured model (the tenant's own limits
  * plus the model's). Built once per configuration; the request path picks a set and never builds one.
  */
+import type { SharedTable } from '../runtime/shared-table.js';
 import { ConcurrencyLimit } from './concurrency-limit.js';
 import type { RateLimitStore } from './rate-limit-store.js';
 import { BucketUnit, type Bucket } from './token-bucket.js';
@@ -82,20 +83,21 @@ export function compileTenantLimits(
   config: TenantLimitConfig | null,
   store: RateLimitStore,
   counters: Map<string, ConcurrencyLimit>,
+  shared: SharedTable | null = null,
 ): TenantLimits {
   const scope = `{${name}}`;
   const tenantBuckets: Bucket[] = [];
   const tenantCounters: ConcurrencyLimit[] = [];
   if (config !== null) {
     validateTenantLimits(name, config);
-    addScope(scope, config, store, counters, tenantBuckets, tenantCounters);
+    addScope(scope, config, store, counters, tenantBuckets, tenantCounters, shared);
   }
   const base = new LimitSet(name, null, tenantBuckets.slice(), tenantCounters.slice());
   const models = new Map<string, LimitSet>();
   for (const [model, limits] of Object.entries(config?.models ?? {})) {
     const buckets = tenantBuckets.slice();
     const conc = tenantCounters.slice();
-    addScope(`${scope}:model:${model}`, limits, store, counters, buckets, conc);
+    addScope(`${scope}:model:${model}`, limits, store, counters, buckets, conc, shared);
     models.set(model, new LimitSet(name, model, buckets, conc));
   }
   return new TenantLimits(name, base, models);
@@ -147,6 +149,7 @@ function addScope(
   counters: Map<string, ConcurrencyLimit>,
   buckets: Bucket[],
   conc: ConcurrencyLimit[],
+  shared: SharedTable | null,
 ): void {
   const rpm = config.requestsPerMinute ?? 0;
   const tpm = config.tokensPerMinute ?? 0;
@@ -157,7 +160,11 @@ function addScope(
     const counterKey = `${key}:conc`;
     let c = counters.get(counterKey);
     if (c === undefined) {
-      c = new ConcurrencyLimit(counterKey, max);
+      // With worker threads, every thread's counter of this key is one shared cell.
+      c =
+        shared === null
+          ? new ConcurrencyLimit(counterKey, max)
+          : new ConcurrencyLimit(counterKey, max, shared.record('conc', counterKey));
       counters.set(counterKey, c);
     } else {
       c.limit = max;

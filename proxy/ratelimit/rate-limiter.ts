@@ -5,6 +5,7 @@
  * reconciles it with the real usage; releases concurrency slots. It does not write responses: the
  * caller turns a decision into a reply with `rateLimitHeaders` and the error catalogue.
  */
+import type { SharedTable } from '../runtime/shared-table.js';
 import type { Logger } from '../runtime/logger.js';
 import { acquireAll, releaseAll, type ConcurrencyLimit } from './concurrency-limit.js';
 import {
@@ -42,6 +43,8 @@ export interface RateLimiterOptions extends RateLimitConfig {
   /** Where bucket state lives (`InProcessStore` or `RedisStore`); outlives reloads. */
   store: RateLimitStore;
   logger?: Logger;
+  /** The worker threads' shared table, where concurrency counters live; null or absent: one thread. */
+  shared?: SharedTable | null;
 }
 
 /** Counters for metrics. Monotonic. */
@@ -86,6 +89,7 @@ export class RateLimiter {
   reservedTokens = 0;
   private readonly logger: Logger | null;
   private readonly concurrency = new Map<string, ConcurrencyLimit>();
+  private readonly shared: SharedTable | null;
   private config: RateLimitConfig = {};
   private tenants = new Map<string, TenantLimits>();
   private maxRetryAfterMs = 60_000;
@@ -95,6 +99,7 @@ export class RateLimiter {
   constructor(options: RateLimiterOptions) {
     this.store = options.store;
     this.logger = options.logger ?? null;
+    this.shared = options.shared ?? null;
     this.configure(options);
   }
 
@@ -108,7 +113,7 @@ export class RateLimiter {
     if (config.defaults != null) validateTenantLimits('(defaults)', config.defaults);
     const tenants = new Map<string, TenantLimits>();
     for (const [name, limits] of Object.entries(config.tenants ?? {})) {
-      tenants.set(name, compileTenantLimits(name, limits, this.store, this.concurrency));
+      tenants.set(name, compileTenantLimits(name, limits, this.store, this.concurrency, this.shared));
     }
     this.config = config;
     this.tenants = tenants;
@@ -125,7 +130,7 @@ export class RateLimiter {
   forTenant(name: string): TenantLimits {
     let t = this.tenants.get(name);
     if (t === undefined) {
-      t = compileTenantLimits(name, this.config.defaults ?? null, this.store, this.concurrency);
+      t = compileTenantLimits(name, this.config.defaults ?? null, this.store, this.concurrency, this.shared);
       this.tenants.set(name, t);
     }
     return t;

@@ -3,7 +3,7 @@
  * them, compiles the first plan, binds the listeners and the admin API, and owns reload and
  * shutdown. Reload is all-or-nothing: a config that fails any check leaves the running plan as is.
  */
-import { formatConfigError, loadConfigFile, loadConfigText } from '../../config/loader.js';
+import { formatConfigError, loadConfigText } from '../../config/loader.js';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { SluiceConfig } from '../../config/types.js';
@@ -32,6 +32,10 @@ import { NEVER_SHED } from '../server/load-shedder.js';
 import { loadTlsMaterial, type TlsMaterial } from '../server/tls-material.js';
 import { BatchService } from '../batch-api/batch-service.js';
 import { NodeRegistry } from '../upstream/node-registry.js';
+import { SharedTable } from './shared-table.js';
+import { sharedListenerPorts } from '../server/proxy-server.js';
+import { absorbStatsDelta, DeltaMemo, takeStatsDelta, type StatsDelta } from '../metrics/stats-delta.js';
+import { WorkerSet } from './worker-set.js';
 import { ConfigWatcher } from './config-watcher.js';
 import type { LoadedPlugin } from '../plugin/plugin-loader.js';
 import type { PluginInstance } from '../plugin/plugin-chain.js';
@@ -89,6 +93,7 @@ function restartOnly(c: SluiceConfig): [string, string][] {
     ['batch_api.jobs', c.batch_api?.jobs ?? null],
     ['batch_api.idempotency', c.batch_api?.idempotency ?? null],
     ['metrics', c.metrics],
+    ['server.workers', c.server.workers],
     ['access_log', c.access_log ?? null],
     ['tracing', c.tracing ?? null],
   ];
@@ -121,9 +126,11 @@ export class Sluice {
   readonly configPath: string;
   readonly log: Logger;
   readonly stats = new StatsRegistry();
-  readonly registry = new NodeRegistry();
+  readonly registry: NodeRegistry;
+  /** What the threads of `server.workers` share (shared-table.ts). */
+  readonly shared: SharedTable;
   /** Pool budgets, health trackers and sticky tables, kept across reloads. */
-  readonly runtime = new RuntimeState();
+  readonly runtime: RuntimeState;
   /** Plugin metrics and key-value store, kept across reloads. */
   readonly plugins: PluginRuntime;
   listeners: BoundListener[] = [];
@@ -155,11 +162,23 @@ export class Sluice {
   /** The reload that runs once `reloading` ends, shared by the calls that came meanwhile. */
   private queuedReload: Promise<ReloadResult> | null = null;
   private queuedFromWatch = false;
+  /** The worker threads (`server.workers` above 1), in the main thread; null otherwise. */
+  workers: WorkerSet | null = null;
+  /** In a worker thread: what its metric reports already counted (stats-delta.ts). */
+  private readonly reported = new DeltaMemo();
 
-  constructor(configPath: string, log: Logger) {
+  /**
+   * `shared`: the state the threads of `server.workers` share (nodes' in-flight counts, limits);
+   * a table in a SharedArrayBuffer (`new SharedTable({ shared: true })`) when the config runs worker
+   * threads, which `startSluice` makes.
+   */
+  constructor(configPath: string, log: Logger, shared: SharedTable = new SharedTable()) {
     this.configPath = configPath;
     this.log = log;
     this.plugins = new PluginRuntime(log);
+    this.shared = shared;
+    this.registry = new NodeRegistry(shared);
+    this.runtime = new RuntimeState(shared.shared ? shared : null);
   }
 
   private compileContext(plugins: ReadonlyMap<string, PluginInstance>): CompileContext {
@@ -177,7 +196,13 @@ export class Sluice {
     digest: string,
     watchFile: boolean,
     plugins: readonly LoadedPlugin[] = [],
+    text?: string,
   ): Promise<void> {
+    const threads = config.server.workers;
+    if (threads > 1 && !this.shared.shared)
+      throw new Error(
+        'server.workers above 1 needs a Sluice made with a SharedTable in shared memory (startSluice makes one)',
+      );
     try {
       this.observe(config);
       // The admin listener comes first: /healthz answers and /readyz says 503 until traffic is served.
@@ -212,7 +237,7 @@ export class Sluice {
       if (store instanceof RedisStore) await store.checkCredentials();
       this.capacity = new CapacityMonitor({ pools: () => capacityPoolsOf(this.plan) });
       this.capacity.start();
-      this.server = new ProxyServer(this.stats, () => this.plan);
+      this.server = new ProxyServer(this.stats, () => this.plan, this.runtime.shared);
       this.applyOverload(config);
       if (config.batch_api !== undefined) {
         this.batch = await BatchService.start(config.batch_api, {
@@ -226,7 +251,26 @@ export class Sluice {
       const tls = await this.loadTls(config);
       if (Array.isArray(tls)) throw new ConfigInvalidError(tls);
       this.tls = tls;
-      this.listeners = await this.server.listen(config.listeners, tls);
+      const listening = threads > 1 ? await sharedListenerPorts(config.listeners) : config.listeners;
+      this.listeners = await this.server.listen(listening, tls, threads > 1);
+      if (threads > 1) {
+        const ports: Record<string, number> = {};
+        for (const l of this.listeners) ports[l.name] = l.port;
+        this.workers = await WorkerSet.start(
+          threads - 1,
+          {
+            configPath: this.configPath,
+            text: text ?? (await readFile(this.configPath, 'utf8')),
+            ports,
+            shared: this.shared.buffer as SharedArrayBuffer,
+            sharedSlots: this.shared.capacity,
+            reportMs: WORKER_REPORT_MS,
+          },
+          this.log,
+          (index, delta) => this.absorbWorker(index, delta),
+        );
+        this.log.info(`serving with ${threads} threads (server.workers)`);
+      }
       this.serving = true;
       this.batch?.startWorker();
       if (watchFile)
@@ -244,8 +288,15 @@ export class Sluice {
   /** What the admin listener reads and drives. */
   private adminTarget(): AdminTarget {
     return {
-      ready: () => this.serving && this.server !== null && !this.server.draining,
+      ready: () =>
+        this.serving &&
+        this.server !== null &&
+        !this.server.draining &&
+        (this.workers === null || this.workers.allRunning),
       started: () => this.planned,
+      refresh: async () => {
+        if (this.workers !== null) await this.workers.report();
+      },
       metricsText: () =>
         renderPrometheus({
           stats: this.stats,
@@ -293,7 +344,7 @@ export class Sluice {
           refused: this.stats.refused,
           config: this.plan.config,
           configVersion: this.plan.version,
-          inFlight: this.stats.inFlight,
+          inFlight: this.stats.inFlightAll,
           draining: this.server?.draining ?? false,
           eventLoop: this.eventLoop,
           startedAtMs: this.startedAtMs,
@@ -362,18 +413,24 @@ export class Sluice {
     const was = m.node.drained;
     this.registry.setDrained(m.node, drained);
     pool.state.servingChanged();
+    this.workers?.drainNode(poolName, m.node.id, drained);
     if (was !== drained)
       this.log.info(`node ${m.node.id} of pool ${poolName} ${drained ? 'drained' : 'undrained'} (admin)`);
     return { status: 200, body: { pool: poolName, node: m.node.id, drained, in_flight: m.node.inFlight } };
   }
 
-  /** Sets up the histogram windows, the access log and tracing from the config (start only). */
-  private observe(config: SluiceConfig): void {
+  /**
+   * Sets up the histogram windows, the access log and tracing from the config (start only). A
+   * worker thread keeps no windows (its reports empty its histograms; the main thread's hold them).
+   */
+  private observe(config: SluiceConfig, worker = false): void {
     const m = config.metrics;
     this.stats.series.configure({ slices: m.window_slices, sliceMs: m.window_slice_ms });
-    this.stats.series.start();
-    this.eventLoop = new EventLoopMonitor(this.stats.series.shape);
-    this.eventLoop.start();
+    if (!worker) {
+      this.stats.series.start();
+      this.eventLoop = new EventLoopMonitor(this.stats.series.shape);
+      this.eventLoop.start();
+    }
     const a = config.access_log;
     if (a !== undefined && a.enabled) {
       const dest =
@@ -539,15 +596,117 @@ export class Sluice {
       for (const i of instances.values()) await i.close();
       return this.rejectReload([`${this.configPath}: ${(e as Error).message}`]);
     }
-    this.plan = next;
-    this.applyOverload(loaded.config);
-    old.adoptOrphans(next.removedPools);
-    next.removedPools = [];
-    old.retire();
+    this.swapPlan(next, loaded.config);
     this.stats.countReload('applied');
     this.watcher?.setFiles(this.watchedFiles());
     this.log.info(`config reloaded: version ${next.version} (${loaded.digest.slice(0, 12)})`);
-    return { result: 'applied', version: next.version, errors: [], certificates: swapped };
+    // The workers compile the same text; they fail only where their environment differs (a plugin
+    // module that cannot load there), which is logged and reported with the result.
+    const errors = this.workers === null ? [] : await this.workers.reload(text);
+    for (const e of errors) this.log.error(`reload: ${e}`);
+    return { result: 'applied', version: next.version, errors, certificates: swapped };
+  }
+
+  /** Makes `next` the plan new requests run on; the old one retires when its requests end. */
+  private swapPlan(next: Plan, config: SluiceConfig): void {
+    const old = this.plan;
+    this.plan = next;
+    this.applyOverload(config);
+    old.adoptOrphans(next.removedPools);
+    next.removedPools = [];
+    old.retire();
+  }
+
+  /**
+   * Starts a worker thread's share of `server.workers`: the listeners on the ports the main thread
+   * bound (`ports`, by listener name), with a plan compiled from the same config; no admin API,
+   * simulator, config watcher or capacity monitor (the main thread runs those). Its metrics go to
+   * the main thread through `takeReport`.
+   */
+  async startWorker(
+    config: SluiceConfig,
+    digest: string,
+    plugins: readonly LoadedPlugin[],
+    ports: Readonly<Record<string, number>>,
+  ): Promise<void> {
+    try {
+      this.observe(config, true);
+      if (config.rate_limits.store === 'redis' || config.plugin_store.store === 'redis') redisPackage();
+      const instances = await this.plugins.createInstances(plugins, config.plugin_store, this.configPath);
+      try {
+        this.plan = compilePlan(1, config, digest, this.compileContext(instances));
+      } catch (e) {
+        for (const i of instances.values()) await i.close();
+        throw e;
+      }
+      this.planned = true;
+      this.server = new ProxyServer(this.stats, () => this.plan, this.runtime.shared);
+      this.applyOverload(config);
+      const listeners = config.listeners.map((l) => ({ ...l, port: ports[l.name] ?? l.port }));
+      this.listeners = await this.server.listen(listeners, new Map(), true);
+      this.serving = true;
+    } catch (e) {
+      await this.close();
+      throw e;
+    }
+  }
+
+  /**
+   * A worker thread's reload: applies `text`, which the main thread has checked and applied.
+   * Resolves to the errors (empty when applied).
+   */
+  async applyWorkerConfig(text: string): Promise<string[]> {
+    const loaded = await loadConfigText(text, this.configPath);
+    if (!loaded.ok) return loaded.errors.map(formatConfigError);
+    let instances: Map<string, PluginInstance>;
+    try {
+      instances = await this.plugins.createInstances(
+        loaded.plugins ?? [],
+        loaded.config.plugin_store,
+        this.configPath,
+      );
+    } catch (e) {
+      return [`${this.configPath}: ${(e as Error).message}`];
+    }
+    let next: Plan;
+    try {
+      next = compilePlan(this.plan.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
+    } catch (e) {
+      for (const i of instances.values()) await i.close();
+      return [`${this.configPath}: ${(e as Error).message}`];
+    }
+    this.swapPlan(next, loaded.config);
+    return [];
+  }
+
+  /** A worker thread's metrics since its last report (stats-delta.ts). */
+  takeReport(): StatsDelta {
+    return takeStatsDelta(
+      {
+        stats: this.stats,
+        registry: this.registry,
+        pools: this.runtime.pools.values(),
+        limiter: this.runtime.limiter,
+        plugins: this.plugins.metrics,
+      },
+      this.reported,
+    );
+  }
+
+  /** Adds worker `index`'s report to this thread's metrics. */
+  private absorbWorker(index: number, delta: StatsDelta): void {
+    if (!this.planned) return;
+    absorbStatsDelta(
+      {
+        stats: this.stats,
+        node: (pool, id) => this.plan.pools.get(pool)?.members.find((m) => m.node.id === id)?.node,
+        pool: (name) => this.runtime.pools.get(name),
+        limiter: this.runtime.limiter,
+        plugins: this.plugins.metrics,
+      },
+      index,
+      delta,
+    );
   }
 
   /**
@@ -629,19 +788,37 @@ export class Sluice {
    * deadline (0: everything finished in time).
    */
   async drain(timeoutMs: number): Promise<number> {
+    const cut = await this.drainRequests(timeoutMs);
+    await this.close();
+    return cut;
+  }
+
+  /**
+   * The first half of `drain`: stops taking connections and job items and lets the requests in
+   * flight finish (up to `timeoutMs`, in every thread); closes nothing else.
+   */
+  async drainRequests(timeoutMs: number): Promise<number> {
     this.watcher?.close();
     this.watcher = null;
     // Job items are requests too: stop taking new ones so the drain can reach zero.
     await this.batch?.worker.stop();
-    const cut = this.server ? await this.server.drain(timeoutMs) : 0;
-    await this.close();
-    return cut;
+    const workers = this.workers;
+    this.workers = null;
+    const [cut, cutByWorkers] = await Promise.all([
+      this.server ? this.server.drain(timeoutMs) : 0,
+      workers === null ? 0 : workers.stop(timeoutMs),
+    ]);
+    return cut + cutByWorkers;
   }
 
   /** Closes every socket and timer right away. */
   async close(): Promise<void> {
     this.watcher?.close();
     this.watcher = null;
+    const workers = this.workers;
+    this.workers = null;
+    // Stopped, not terminated: a worker ends its own listeners before its thread ends.
+    await workers?.stop(0);
     this.capacity?.close();
     this.capacity = null;
     this.overload?.close();
@@ -668,6 +845,9 @@ export class Sluice {
     this.sim = null;
   }
 }
+
+/** How often a worker thread reports its metrics to the main thread, ms (reads also ask at once). */
+const WORKER_REPORT_MS = 1000;
 
 /** Shortest wait between the two reads of a watched file that must agree before it is applied, ms. */
 const SETTLE_FLOOR_MS = 20;
@@ -704,10 +884,20 @@ async function readIfThere(file: string): Promise<string | null> {
 
 /** Loads `options.configPath` and starts Sluice; rejects with ConfigInvalidError on a bad file. */
 export async function startSluice(options: SluiceOptions): Promise<Sluice> {
-  const loaded = await loadConfigFile(options.configPath);
+  let text: string;
+  try {
+    text = await readFile(options.configPath, 'utf8');
+  } catch (e) {
+    const message = `cannot read the config file: ${(e as Error).message}`;
+    throw new ConfigInvalidError([
+      formatConfigError({ file: options.configPath, line: 1, col: 1, path: '', message }),
+    ]);
+  }
+  const loaded = await loadConfigText(text, options.configPath);
   if (!loaded.ok) throw new ConfigInvalidError(loaded.errors.map(formatConfigError));
-  const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'));
-  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? []);
+  const shared = new SharedTable({ shared: loaded.config.server.workers > 1 });
+  const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'), shared);
+  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? [], text);
   return sluice;
 }
 

@@ -15,6 +15,8 @@ import {
   type us_listen_socket,
 } from 'uWebSockets.js';
 import * as uws from 'uWebSockets.js';
+import { createServer, type AddressInfo } from 'node:net';
+import type { SharedTable } from '../runtime/shared-table.js';
 import type { ListenerConfig } from '../../config/types.js';
 import type { Session, SessionHost } from '../lifecycle/session.js';
 import { LiveSessions } from './live-sessions.js';
@@ -54,6 +56,9 @@ function exclusivePortOption(): number {
     );
   return v;
 }
+
+/** uWS's listen option that binds with `SO_REUSEPORT`: the listeners of `server.workers` threads. */
+const LISTEN_SHARED_PORT = 0;
 
 /** uWS's listen with a host and options: in the native module, not in its typings. */
 interface ListenWithOptions {
@@ -100,10 +105,14 @@ export class ProxyServer implements SessionHost {
   /** The sessions in flight, for the drain deadline. */
   private readonly live = new LiveSessions();
 
+  /** The worker threads' shared table (`server.workers` above 1), or null. */
+  private readonly shared: SharedTable | null;
+
   /** `current` returns the plan new requests should run on. */
-  constructor(stats: StatsRegistry, current: () => Plan) {
+  constructor(stats: StatsRegistry, current: () => Plan, shared: SharedTable | null = null) {
     this.stats = stats;
     this.intake = new RequestIntake(this, current);
+    this.shared = shared;
   }
 
   /** Overload protection, read once per request where it would become a session (RequestIntake). */
@@ -113,11 +122,14 @@ export class ProxyServer implements SessionHost {
 
   /**
    * Binds every listener; rejects with a clear message when a port cannot be bound. `tls` holds the
-   * checked certificate of each listener that has a `tls` section, by listener name.
+   * checked certificate of each listener that has a `tls` section, by listener name. `shared`: the
+   * uWS listeners bind with `SO_REUSEPORT`, for the threads of `server.workers` (each thread binds
+   * the same ports; the first checks that no other process holds them, `checkPortsFree`).
    */
   async listen(
     configs: readonly ListenerConfig[],
     tls: ReadonlyMap<string, TlsMaterial> = new Map(),
+    shared = false,
   ): Promise<BoundListener[]> {
     for (const config of configs) {
       const rt = new ListenerRuntime(config, this.stats.listener(config.name), this, this.listeners.length);
@@ -135,6 +147,7 @@ export class ProxyServer implements SessionHost {
       // are counted only where a cap needs the count.
       const counted = config.max_connections > 0;
       if (!counted) rt.stats.connectionsCounted = false;
+      else if (this.shared !== null) rt.sharedConnections = this.shared.record('conn', config.name);
       const handle = (a: TemplatedApp): void => {
         if (counted) a.filter((res, count) => countConnection(rt, res, count));
         a.any('/*', (res, req) => this.onRequest(view, res, req));
@@ -150,7 +163,7 @@ export class ProxyServer implements SessionHost {
         (app as unknown as ListenWithOptions).listen(
           config.address,
           config.port,
-          LISTEN_EXCLUSIVE_PORT,
+          shared ? LISTEN_SHARED_PORT : LISTEN_EXCLUSIVE_PORT,
           (socket) => {
             if (!socket) {
               reject(
@@ -195,6 +208,7 @@ export class ProxyServer implements SessionHost {
     // HOT
     this.live.remove(s);
     this.stats.inFlight--;
+    this.stats.served++;
     if (this.drained !== null && this.stats.inFlight === 0) this.drained();
   }
 
@@ -298,18 +312,55 @@ export class ProxyServer implements SessionHost {
 }
 
 /**
+ * The listeners of `configs` with ports the threads of `server.workers` can all bind: each port
+ * checked free by a bind without `SO_REUSEPORT` (which fails whenever any socket holds the port,
+ * with or without it), so a port another process serves is a startup error, not a silent share of
+ * its traffic; and port 0 replaced by the free port such a bind got (uWS binds port 0 without
+ * `SO_REUSEPORT`, so the threads could not share it).
+ */
+export async function sharedListenerPorts(configs: readonly ListenerConfig[]): Promise<ListenerConfig[]> {
+  const out: ListenerConfig[] = [];
+  for (const c of configs) {
+    if (c.pipelining > 0) {
+      out.push(c);
+      continue;
+    }
+    const port = await new Promise<number>((resolve, reject) => {
+      const probe = createServer();
+      probe.once('error', () =>
+        reject(
+          new Error(
+            `listener ${c.name}: cannot bind ${c.address}:${c.port} (address in use or not permitted)`,
+          ),
+        ),
+      );
+      probe.listen({ host: c.address, port: c.port, exclusive: true }, () => {
+        const bound = (probe.address() as AddressInfo).port;
+        probe.close(() => resolve(bound));
+      });
+    });
+    out.push({ ...c, port });
+  }
+  return out;
+}
+
+/**
  * Counts the connections of a uWS listener (`count` is 1 on open, -1 on close) and closes one at
  * once when `max_connections` are already open; uWS reports that close as -1 too.
  */
 function countConnection(rt: ListenerRuntime, res: HttpResponse, count: number): void {
   const st = rt.stats;
+  const all = rt.sharedConnections;
   if (count < 0) {
     st.connections--;
+    if (all !== null) Atomics.sub(all.cells, all.cell, 1);
     return;
   }
   st.connections++;
+  // With worker threads the cap counts every thread's connections.
+  const open = all === null ? st.connections : Atomics.add(all.cells, all.cell, 1) + 1;
   const cap = rt.config.max_connections;
-  if (cap > 0 && st.connections > cap) {
+  if (cap > 0 && open > cap) {
     st.refused++;
     res.close();
   }

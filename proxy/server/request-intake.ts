@@ -3,6 +3,7 @@
  * head: the framing, size and method refusals, the body deadline, and the Session that serves an
  * accepted request. The one copy of these rules; the engines only parse and move bytes.
  */
+import type { NodeLoadCells } from '../runtime/shared-table.js';
 import { REFUSALS, Refusal } from '../metrics/refusals.js';
 import { DeadlineList } from '../lifecycle/deadline-list.js';
 import type { ListenerConfig } from '../../config/types.js';
@@ -40,6 +41,11 @@ export class ListenerRuntime {
   readonly index: number;
   /** Body deadlines of the listener's uWS requests, under one timer. */
   readonly bodyDeadlines: DeadlineList;
+  /**
+   * With worker threads, the listener's open connections in every thread (a shared table's cell,
+   * read against `max_connections`); null with one thread or without a cap.
+   */
+  sharedConnections: NodeLoadCells | null = null;
   private readonly host: SessionHost;
 
   constructor(config: ListenerConfig, stats: ListenerStats, host: SessionHost, index: number) {

@@ -152,8 +152,7 @@ class BufferedCall implements UpstreamHandler {
     if (this.totalTimer !== null) clearTimeout(this.totalTimer);
     this.ttfbTimer = null;
     this.totalTimer = null;
-    this.node.inFlight--;
-    this.node.inFlightCost -= this.cost;
+    this.node.removeLoad(this.cost);
   }
 }
 
@@ -200,8 +199,7 @@ export class NodeBatchTransport implements BatchTransport {
   send(body: Buffer, items: number): Promise<BatchResponse> {
     const node = this.node;
     const cost = items * TOKENS_PER_ITEM;
-    node.inFlight++;
-    node.inFlightCost += cost;
+    node.addLoad(cost);
     node.attempts++;
     return new Promise<BatchResponse>((resolve, reject) => {
       node.dispatch(

@@ -4,6 +4,7 @@
  * is two nodes, each with its own pool's limits and health. A node is closed when the last plan
  * that references it is retired.
  */
+import { SharedTable } from '../runtime/shared-table.js';
 import { UpstreamNode, type NodeConnectionOptions } from './upstream-node.js';
 
 /** The counters of a pool's node objects that were closed (see `NodeRegistry.retired`). */
@@ -26,6 +27,8 @@ export function retiredKey(pool: string, url: string): string {
 
 export class NodeRegistry {
   private readonly nodes = new Map<string, UpstreamNode>();
+  /** Where the nodes' in-flight counts live: shared with the other worker threads when there are several. */
+  private readonly shared: SharedTable;
   /**
    * What closed node objects had counted, by pool and URL: a reload that changes a pool's
    * connection settings replaces its node objects, and the metrics keep counting on from the old
@@ -35,6 +38,10 @@ export class NodeRegistry {
   /** Nodes an operator drained, by `drainKey`. */
   private readonly drains = new Set<string>();
 
+  constructor(shared: SharedTable = new SharedTable({ slots: 1024 })) {
+    this.shared = shared;
+  }
+
   /**
    * Returns pool `pool`'s node for `url` (an origin, as the config loader normalises node URLs) with
    * these options, creating it if needed; adds one reference.
@@ -43,7 +50,7 @@ export class NodeRegistry {
     const key = `${pool}|${url}|${options.connections}|${options.connectTimeoutMs}|${options.client ?? 'sluice'}`;
     let node = this.nodes.get(key);
     if (node === undefined) {
-      node = new UpstreamNode(url, options);
+      node = new UpstreamNode(url, options, this.shared.record('node', key));
       node.poolName = pool;
       this.nodes.set(key, node);
     }

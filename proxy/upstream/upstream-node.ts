@@ -6,6 +6,7 @@
 import type { Pool } from 'undici';
 import { NodeTiming } from '../balance/node-timing.js';
 import { H1Client, type UpstreamHandler } from './h1-client.js';
+import { privateCells, type NodeLoadCells } from '../runtime/shared-table.js';
 import { undiciPackage } from '../runtime/optional-modules.js';
 
 /** Connection settings that identify a node's pool; nodes with equal settings share one Pool. */
@@ -37,10 +38,12 @@ export class UpstreamNode {
   readonly id: string;
   readonly origin: string;
   readonly options: NodeConnectionOptions;
-  /** Attempts dispatched and not yet finished. */
-  inFlight = 0;
-  /** Sum of the `cost` (estimated tokens) of the attempts in flight: load measured in work. */
-  inFlightCost = 0;
+  /**
+   * The node's load cells (runtime/shared-table.ts): attempts in flight at `cell`, their summed cost at
+   * `cell + 1`; shared with the other worker threads when there are several.
+   */
+  private readonly load: Int32Array;
+  private readonly cell: number;
   /** Circuit breaker: most concurrent attempts; a node at the limit is not eligible (0 while drained). */
   maxInFlight = Infinity;
   /** True while an operator drained the node (admin API): no new attempts, in-flight ones finish. */
@@ -82,6 +85,63 @@ export class UpstreamNode {
   private readonly h1: H1Client | null;
   private readonly pool: Pool | null;
 
+  /** Attempts dispatched and not yet finished, by every thread. */
+  get inFlight(): number {
+    // HOT
+    return this.load[this.cell]!;
+  }
+
+  /** Sum of the `cost` (estimated tokens) of the attempts in flight: load measured in work. */
+  get inFlightCost(): number {
+    // HOT
+    return this.load[this.cell + 1]!;
+  }
+
+  /** Sets the in-flight count outright (tests and tools; the request path uses `addLoad`). */
+  set inFlight(n: number) {
+    Atomics.store(this.load, this.cell, n);
+  }
+
+  /** Sets the in-flight cost outright (tests and tools; the request path uses `addLoad`). */
+  set inFlightCost(n: number) {
+    Atomics.store(this.load, this.cell + 1, n);
+  }
+
+  /** Counts one attempt of estimated `cost` on the node (atomic across threads). */
+  addLoad(cost: number): void {
+    // HOT
+    Atomics.add(this.load, this.cell, 1);
+    if (cost !== 0) Atomics.add(this.load, this.cell + 1, cost);
+  }
+
+  /**
+   * Counts one attempt like `addLoad` if the node is below its circuit-breaker limit, as one atomic
+   * step: with worker threads, two that picked the node's last slot at once cannot both take it.
+   * False (nothing counted) when the node is full.
+   */
+  tryAddLoad(cost: number): boolean {
+    // HOT
+    const max = this.maxInFlight;
+    const load = this.load;
+    const at = this.cell;
+    if (max === Infinity) Atomics.add(load, at, 1);
+    else
+      for (;;) {
+        const n = Atomics.load(load, at);
+        if (n >= max) return false;
+        if (Atomics.compareExchange(load, at, n, n + 1) === n) break;
+      }
+    if (cost !== 0) Atomics.add(load, at + 1, cost);
+    return true;
+  }
+
+  /** Gives back what `addLoad(cost)` counted. */
+  removeLoad(cost: number): void {
+    // HOT
+    Atomics.sub(this.load, this.cell, 1);
+    if (cost !== 0) Atomics.sub(this.load, this.cell + 1, cost);
+  }
+
   /** Sets the circuit-breaker limit from the config (kept at 0 while the node is drained). */
   setMaxInFlight(limit: number): void {
     this.configuredMaxInFlight = limit;
@@ -98,7 +158,9 @@ export class UpstreamNode {
     this.maxInFlight = drained ? 0 : this.configuredMaxInFlight;
   }
 
-  constructor(url: string, options: NodeConnectionOptions) {
+  constructor(url: string, options: NodeConnectionOptions, load: NodeLoadCells = privateCells()) {
+    this.load = load.cells;
+    this.cell = load.cell;
     const u = new URL(url);
     this.origin = u.origin;
     this.id = u.origin;

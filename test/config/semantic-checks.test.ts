@@ -396,3 +396,55 @@ void describe('normalisation', () => {
     assert.equal('version' in config, false);
   });
 });
+
+void describe('server.workers', () => {
+  void it('accepts workers with features whose state the threads share', () => {
+    const c = configOf(
+      yamlLines(
+        'server: {workers: 4}',
+        'listeners: [{name: public, address: 127.0.0.1, port: 8080, max_connections: 100}]',
+        'pools:',
+        '  - name: gpu',
+        '    max_in_flight_per_node: 64',
+        '    nodes: [{url: "http://127.0.0.1:9100"}]',
+        'routes: [{name: all, pool: gpu}]',
+        'rate_limits: {defaults: {requests_per_minute: 60, tokens_per_minute: 9000, max_concurrent: 4}}',
+      ),
+    );
+    assert.equal(c.server.workers, 4);
+    assert.equal(configOf(yamlLines(...BASE_LINES)).server.workers, 1, 'the default');
+  });
+
+  void it('refuses, one error each, what each thread would keep for itself', () => {
+    const errors = errorsOf(
+      yamlLines(
+        'server: {workers: 2}',
+        'listeners: [{name: public, address: 127.0.0.1, port: 8080, pipelining: 16}]',
+        'pools:',
+        '  - name: gpu',
+        '    admission: {max_in_flight_per_node: 8}',
+        '    nodes: [{url: "http://127.0.0.1:9100"}]',
+        'routes: [{name: all, match: {path: /v1/embeddings}, pool: gpu, batching: {mode: fanout}}]',
+      ),
+    );
+    assert.deepEqual(placesOf(errors), [
+      '2:60 listeners[0].pipelining',
+      '5:5 pools[0].admission',
+      '7:64 routes[0].batching',
+    ]);
+    const byPath = new Map(errors.map((e) => [e.path, e.message]));
+    assert.match(byPath.get('listeners[0].pipelining')!, /needs uWebSockets\.js listeners \(pipelining: 0\)/);
+    assert.equal(
+      byPath.get('pools[0].admission'),
+      'admission (its counts and queue) is not shared across worker threads yet, so server.workers 2 cannot serve it; use max_in_flight_per_node, which is shared, or set server.workers to 1',
+    );
+    assert.match(byPath.get('routes[0].batching')!, /micro-batching \(its batch windows\) is not shared/);
+  });
+
+  void it('refuses workers beyond 64 and below 1 by the schema', () => {
+    for (const n of [0, 65]) {
+      const e = onlyErrorOf(yamlLines(`server: {workers: ${n}}`, ...BASE_LINES));
+      assert.equal(e.path, 'server.workers');
+    }
+  });
+});

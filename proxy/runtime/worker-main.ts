@@ -1,0 +1,90 @@
+/**
+ * A worker thread of `server.workers`: loads the config text the main thread runs, serves the
+ * listeners on the ports the main thread bound, and answers the main thread's messages (reloads,
+ * operator drains, metric reports, the drain at shutdown). Its log lines go to the main thread's
+ * logger. See worker-set.ts for the other side.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { formatConfigError, loadConfigText } from '../../config/loader.js';
+import { SharedTable } from './shared-table.js';
+import { levelFromEnv, LogLevel, type Logger } from './logger.js';
+import { Sluice } from './sluice.js';
+import type { FromWorker, ToWorker, WorkerBoot } from './worker-set.js';
+
+const boot = workerData as WorkerBoot;
+const port = parentPort!;
+const post = (m: FromWorker): void => port.postMessage(m);
+
+const min = LogLevel[levelFromEnv('info')];
+const log: Logger = {
+  debug: (msg) => {
+    if (min <= LogLevel.debug) post({ t: 'log', level: 'debug', msg });
+  },
+  info: (msg) => post({ t: 'log', level: 'info', msg }),
+  warn: (msg) => post({ t: 'log', level: 'warn', msg }),
+  error: (msg) => post({ t: 'log', level: 'error', msg }),
+};
+
+async function run(): Promise<void> {
+  const loaded = await loadConfigText(boot.text, boot.configPath);
+  if (!loaded.ok) {
+    post({ t: 'failed', message: loaded.errors.map(formatConfigError).join('\n') });
+    return;
+  }
+  const sluice = new Sluice(
+    boot.configPath,
+    log,
+    new SharedTable({ buffer: boot.shared, slots: boot.sharedSlots }),
+  );
+  try {
+    await sluice.startWorker(loaded.config, loaded.digest, loaded.plugins ?? [], boot.ports);
+  } catch (e) {
+    post({ t: 'failed', message: (e as Error).message });
+    return;
+  }
+  const report = (): void => post({ t: 'stats', delta: sluice.takeReport() });
+  const timer = setInterval(report, boot.reportMs);
+  let stopping = false;
+  port.on('message', (m: ToWorker) => {
+    switch (m.t) {
+      case 'reload':
+        void sluice.applyWorkerConfig(m.text).then(
+          (errors) =>
+            post({ t: 'reply', id: m.id, errors: errors.map((e) => `worker ${boot.index}: ${e}`), cut: 0 }),
+          (e: unknown) =>
+            post({ t: 'reply', id: m.id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 }),
+        );
+        return;
+      case 'drain-node':
+        sluice.drainNode(m.pool, m.node, m.drained);
+        return;
+      case 'report':
+        report();
+        post({ t: 'reply', id: m.id, errors: [], cut: 0 });
+        return;
+      case 'stop':
+        if (stopping) return;
+        stopping = true;
+        clearInterval(timer);
+        void sluice.drainRequests(m.timeoutMs).then(
+          async (cut) => {
+            // What the last requests counted, before the thread ends.
+            report();
+            await sluice.close();
+            post({ t: 'reply', id: m.id, errors: [], cut });
+            port.close();
+          },
+          (e: unknown) => {
+            post({ t: 'reply', id: m.id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 });
+            port.close();
+          },
+        );
+        return;
+    }
+  });
+  post({ t: 'ready' });
+}
+
+run().catch((e: unknown) =>
+  post({ t: 'failed', message: e instanceof Error ? (e.stack ?? e.message) : String(e) }),
+);

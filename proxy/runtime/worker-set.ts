@@ -1,0 +1,255 @@
+/**
+ * The worker threads of `server.workers`, seen from the main thread: starts them, hands each config
+ * the main thread applied on to them, forwards operator drains, merges what they report, and stops
+ * them with the main thread's drain. Each worker runs the listeners on the ports the main thread
+ * bound (`SO_REUSEPORT`: the kernel spreads new connections across the threads) with a plan
+ * compiled from the same config text; worker-main.ts is the other side.
+ */
+import { Worker } from 'node:worker_threads';
+import type { Logger } from './logger.js';
+import type { StatsDelta } from '../metrics/stats-delta.js';
+
+/** What a worker starts from (its `workerData`). */
+export interface WorkerBoot {
+  /** 1 to workers - 1 (the main thread is 0). */
+  index: number;
+  configPath: string;
+  /** The config text the main thread runs. */
+  text: string;
+  /** The port each listener bound in the main thread, by listener name. */
+  ports: Record<string, number>;
+  /** The shared state table's buffer and size (shared-table.ts). */
+  shared: SharedArrayBuffer;
+  sharedSlots: number;
+  /** How often the worker reports its metrics, ms. */
+  reportMs: number;
+}
+
+/** Messages to a worker. */
+export type ToWorker =
+  | { t: 'reload'; id: number; text: string }
+  | { t: 'drain-node'; pool: string; node: string; drained: boolean }
+  | { t: 'stop'; id: number; timeoutMs: number }
+  | { t: 'report'; id: number };
+
+/** Messages from a worker. */
+export type FromWorker =
+  | { t: 'ready' }
+  | { t: 'failed'; message: string }
+  | { t: 'log'; level: 'debug' | 'info' | 'warn' | 'error'; msg: string }
+  | { t: 'reply'; id: number; errors: string[]; cut: number }
+  | { t: 'stats'; delta: StatsDelta };
+
+/** How long a worker gets to start (load the config, compile, bind), ms. */
+const START_TIMEOUT_MS = 30_000;
+/** How long a reload or a report may take in a worker before it counts as failed, ms. */
+const REPLY_TIMEOUT_MS = 30_000;
+
+interface Pending {
+  resolve: (r: { errors: string[]; cut: number }) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** One worker thread and the requests waiting for its replies. */
+class WorkerThread {
+  readonly index: number;
+  readonly worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  exited = false;
+
+  constructor(index: number, worker: Worker) {
+    this.index = index;
+    this.worker = worker;
+  }
+
+  /** Sends `msg` with a fresh id and resolves with the reply (errors when none comes in `ms`). */
+  ask(make: (id: number) => ToWorker, ms: number): Promise<{ errors: string[]; cut: number }> {
+    if (this.exited) return Promise.resolve({ errors: [`worker ${this.index} is not running`], cut: 0 });
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        resolve({ errors: [`worker ${this.index} did not answer within ${ms} ms`], cut: 0 });
+      }, ms);
+      this.pending.set(id, { resolve, timer });
+      this.worker.postMessage(make(id));
+    });
+  }
+
+  replied(id: number, errors: string[], cut: number): void {
+    const p = this.pending.get(id);
+    if (p === undefined) return;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    p.resolve({ errors, cut });
+  }
+
+  /** The thread ended: every waiting request gets its answer now. */
+  ended(): void {
+    this.exited = true;
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      this.pending.delete(id);
+      p.resolve({ errors: [`worker ${this.index} exited`], cut: 0 });
+    }
+  }
+}
+
+export class WorkerSet {
+  private readonly threads: WorkerThread[] = [];
+  private stopping = false;
+  private readonly log: Logger;
+  private readonly onStats: (index: number, delta: StatsDelta) => void;
+  /** The config text the workers run (what a restarted worker starts from). */
+  private text: string;
+  private readonly boot: Omit<WorkerBoot, 'index' | 'text'>;
+
+  private constructor(
+    boot: Omit<WorkerBoot, 'index'>,
+    log: Logger,
+    onStats: (index: number, delta: StatsDelta) => void,
+  ) {
+    const { text, ...rest } = boot;
+    this.text = text;
+    this.boot = rest;
+    this.log = log;
+    this.onStats = onStats;
+  }
+
+  /**
+   * Starts `count` worker threads and resolves once every one serves; rejects (after stopping the
+   * ones that started) when one cannot start.
+   */
+  static async start(
+    count: number,
+    boot: Omit<WorkerBoot, 'index'>,
+    log: Logger,
+    onStats: (index: number, delta: StatsDelta) => void,
+  ): Promise<WorkerSet> {
+    const set = new WorkerSet(boot, log, onStats);
+    const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => set.spawn(i + 1)));
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined) {
+      await set.terminate();
+      throw failed.reason as Error;
+    }
+    return set;
+  }
+
+  /** Threads started (not counting the main thread). */
+  get count(): number {
+    return this.threads.length;
+  }
+
+  /** True while every worker runs. */
+  get allRunning(): boolean {
+    return this.threads.every((t) => !t.exited);
+  }
+
+  private spawn(index: number): Promise<void> {
+    const data: WorkerBoot = { ...this.boot, index, text: this.text };
+    const worker = new Worker(new URL('./worker-main.js', import.meta.url), { workerData: data });
+    const thread = new WorkerThread(index, worker);
+    const at = this.threads.findIndex((t) => t.index === index);
+    if (at >= 0) this.threads[at] = thread;
+    else this.threads.push(thread);
+    return new Promise<void>((resolve, reject) => {
+      let up = false;
+      const timer = setTimeout(() => {
+        if (up) return;
+        reject(new Error(`worker ${index} did not start within ${START_TIMEOUT_MS} ms`));
+        void worker.terminate();
+      }, START_TIMEOUT_MS);
+      worker.on('message', (m: FromWorker) => {
+        switch (m.t) {
+          case 'ready':
+            up = true;
+            clearTimeout(timer);
+            resolve();
+            return;
+          case 'failed':
+            clearTimeout(timer);
+            reject(new Error(`worker ${index} could not start: ${m.message}`));
+            return;
+          case 'log':
+            this.log[m.level](`worker ${index}: ${m.msg}`);
+            return;
+          case 'reply':
+            thread.replied(m.id, m.errors, m.cut);
+            return;
+          case 'stats':
+            this.onStats(index, m.delta);
+            return;
+        }
+      });
+      worker.on('error', (e) => {
+        this.log.error(`worker ${index}: ${e.stack ?? e.message}`);
+      });
+      worker.on('exit', (code) => {
+        clearTimeout(timer);
+        thread.ended();
+        if (!up) {
+          reject(new Error(`worker ${index} exited with code ${code} while starting`));
+          return;
+        }
+        if (this.stopping) return;
+        // A worker that died took its connections with it; a new one takes its share of new ones.
+        this.log.error(`worker ${index} exited with code ${code}; starting it again`);
+        this.spawn(index).catch((e: Error) => this.log.error(`worker ${index}: ${e.message}`));
+      });
+    });
+  }
+
+  /**
+   * Applies `text` (a config the main thread just applied) in every worker. Resolves to the errors
+   * of the workers that could not apply it (empty: all did).
+   */
+  async reload(text: string): Promise<string[]> {
+    this.text = text;
+    const replies = await Promise.all(
+      this.threads.map((t) => t.ask((id) => ({ t: 'reload', id, text }), REPLY_TIMEOUT_MS)),
+    );
+    return replies.flatMap((r) => r.errors);
+  }
+
+  /** Drains or undrains a node in every worker (the admin API). */
+  drainNode(pool: string, node: string, drained: boolean): void {
+    for (const t of this.threads)
+      if (!t.exited) t.worker.postMessage({ t: 'drain-node', pool, node, drained });
+  }
+
+  /** Asks every worker for its metrics now; resolves once each has sent them (or failed to). */
+  async report(): Promise<void> {
+    await Promise.all(this.threads.map((t) => t.ask((id) => ({ t: 'report', id }), REPLY_TIMEOUT_MS)));
+  }
+
+  /**
+   * Drains every worker as the main thread drains (new connections refused, requests in flight
+   * finished up to `timeoutMs`) and lets them exit. Resolves to the number of requests the workers
+   * ended at the deadline.
+   */
+  async stop(timeoutMs: number): Promise<number> {
+    this.stopping = true;
+    const replies = await Promise.all(
+      this.threads.map((t) => t.ask((id) => ({ t: 'stop', id, timeoutMs }), timeoutMs + REPLY_TIMEOUT_MS)),
+    );
+    for (const r of replies) for (const e of r.errors) this.log.error(e);
+    await this.terminate();
+    return replies.reduce((n, r) => n + r.cut, 0);
+  }
+
+  /** Ends every worker now. */
+  async terminate(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(
+      this.threads.map(async (t) => {
+        if (t.exited) return;
+        await new Promise<void>((resolve) => {
+          t.worker.once('exit', () => resolve());
+          void t.worker.terminate();
+        });
+      }),
+    );
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * The shared state table: threads that share its buffer find the same record for a key and
+ * different records for different keys, and their concurrent adds and subtracts are exact. Real
+ * worker threads, hammering the same cells at once.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Worker } from 'node:worker_threads';
+import { SharedTable } from '../../proxy/runtime/shared-table.js';
+import { UpstreamNode } from '../../proxy/upstream/upstream-node.js';
+
+const MODULE = new URL('../../proxy/runtime/shared-table.js', import.meta.url).href;
+
+/**
+ * A thread that claims `keys` in its own order, then adds (1, cost) to each `rounds` times and takes
+ * back all but `keep` of them, and posts the cell index it found for each key.
+ */
+const THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+import(workerData.module).then(({ SharedTable }) => {
+  const t = new SharedTable({ buffer: workerData.buffer, slots: workerData.slots });
+  const found = {};
+  const cells = workerData.keys.map((k) => { const c = t.record('node', k); found[k] = c.cell; return c; });
+  for (let r = 0; r < workerData.rounds; r++) {
+    for (const c of cells) { Atomics.add(c.cells, c.cell, 1); Atomics.add(c.cells, c.cell + 1, 7); }
+    if (r >= workerData.keep) for (const c of cells) { Atomics.sub(c.cells, c.cell, 1); Atomics.sub(c.cells, c.cell + 1, 7); }
+  }
+  parentPort.postMessage(found);
+});
+`;
+
+function runThread(data: Record<string, unknown>): Promise<Record<string, number>> {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(THREAD, { eval: true, workerData: data });
+    w.once('message', (m: Record<string, number>) => resolve(m));
+    w.once('error', reject);
+    w.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`thread exited with ${code}`));
+    });
+  });
+}
+
+describe('shared state table', () => {
+  it('gives threads the same cells for a key and exact counts under concurrent updates', async () => {
+    const slots = 64;
+    const table = new SharedTable({ slots, shared: true });
+    assert.equal(table.shared, true);
+    const keys = Array.from({ length: 40 }, (_, i) => `gpu|http://10.0.0.${i}:8000|0|2000|sluice`);
+    const rounds = 20_000;
+    const keep = 3;
+    const [a, b] = await Promise.all([
+      runThread({ module: MODULE, buffer: table.buffer, slots, keys, rounds, keep }),
+      runThread({ module: MODULE, buffer: table.buffer, slots, keys: [...keys].reverse(), rounds, keep }),
+    ]);
+    assert.deepEqual(a, b, 'both threads found the same cells');
+    assert.equal(new Set(Object.values(a)).size, keys.length, 'one cell pair per key');
+    for (const k of keys) {
+      const c = table.record('node', k);
+      assert.equal(c.cell, a[k], 'this thread finds them too');
+      assert.equal(c.cells[c.cell], 2 * keep, `in flight of ${k}`);
+      assert.equal(c.cells[c.cell + 1], 2 * keep * 7, `cost of ${k}`);
+    }
+  });
+
+  it('refuses a key past its capacity with a message that says what to do', () => {
+    const table = new SharedTable({ slots: 4 });
+    for (let i = 0; i < 4; i++) table.record('node', `k${i}`);
+    assert.equal(table.record('node', 'k2').cell, table.record('node', 'k2').cell);
+    assert.throws(
+      () => table.record('node', 'k4'),
+      /shared state table is full \(4 distinct nodes, limits and buckets since start\); restart/,
+    );
+  });
+
+  it('backs a node: two node objects with the same cells see the attempts of both', async () => {
+    const table = new SharedTable({ slots: 8, shared: true });
+    const opts = { connections: 1, connectTimeoutMs: 1000 };
+    const n1 = new UpstreamNode('http://127.0.0.1:9', opts, table.record('node', 'x'));
+    const n2 = new UpstreamNode('http://127.0.0.1:9', opts, table.record('node', 'x'));
+    const other = new UpstreamNode('http://127.0.0.1:9', opts, table.record('node', 'y'));
+    n1.addLoad(100);
+    n2.addLoad(50);
+    assert.deepEqual([n1.inFlight, n1.inFlightCost, n2.inFlight, n2.inFlightCost], [2, 150, 2, 150]);
+    assert.deepEqual([other.inFlight, other.inFlightCost], [0, 0]);
+    n1.removeLoad(50);
+    assert.deepEqual([n2.inFlight, n2.inFlightCost], [1, 100]);
+    await Promise.all([n1.close(), n2.close(), other.close()]);
+  });
+});
+
+/**
+ * A thread that declares the bucket `key` (capacity `capacity`, no refill: a stopped clock) in the
+ * shared store, tries `tries` takes of one request each, and posts how many were admitted; and
+ * acquires the concurrency limit `conc` (limit `limit`) as often as it lets it.
+ */
+const LIMITS_THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+Promise.all([
+  import(workerData.table),
+  import(workerData.store),
+  import(workerData.conc),
+]).then(([{ SharedTable }, { SharedMemoryStore }, { ConcurrencyLimit }]) => {
+  const t = new SharedTable({ buffer: workerData.buffer, slots: workerData.slots });
+  const store = new SharedMemoryStore(t, () => 1000);
+  const b = store.bucket(workerData.key, 'requests', workerData.capacity, 1);
+  const levels = [0];
+  let admitted = 0;
+  for (let i = 0; i < workerData.tries; i++) if (store.take([b], 1, levels) === 0) admitted++;
+  const limit = new ConcurrencyLimit('c', workerData.limit, t.record('conc', 'c'));
+  let held = 0;
+  for (let i = 0; i < workerData.tries; i++) if (limit.tryAcquire()) held++;
+  parentPort.postMessage({ admitted, held });
+});
+`;
+
+describe('limits in the shared table', () => {
+  it('admits exactly a bucket of requests and a concurrency limit over two threads', async () => {
+    const slots = 64;
+    const table = new SharedTable({ slots, shared: true });
+    const data = {
+      table: MODULE,
+      store: new URL('../../proxy/ratelimit/shared-memory-store.js', import.meta.url).href,
+      conc: new URL('../../proxy/ratelimit/concurrency-limit.js', import.meta.url).href,
+      buffer: table.buffer,
+      slots,
+      key: '{t}:req',
+      capacity: 25_000,
+      tries: 40_000,
+      limit: 30_000,
+    };
+    const run = (): Promise<{ admitted: number; held: number }> =>
+      new Promise((resolve, reject) => {
+        const w = new Worker(LIMITS_THREAD, { eval: true, workerData: data });
+        w.once('message', resolve);
+        w.once('error', reject);
+      });
+    const [a, b] = await Promise.all([run(), run()]);
+    assert.equal(a.admitted + b.admitted, 25_000, `admitted ${a.admitted} + ${b.admitted}`);
+    assert.equal(a.held + b.held, 30_000, `held ${a.held} + ${b.held}`);
+    assert.equal(table.record('conc', 'c').cells[table.record('conc', 'c').cell], 30_000);
+  });
+});
