@@ -15,6 +15,8 @@ export class ConcurrencyLimit {
   limit: number;
   private readonly cells: Int32Array;
   private readonly cell: number;
+  /** True when the count is shared with other threads (compare-and-swap); plain arithmetic otherwise. */
+  private readonly atomic: boolean;
 
   /** `cells`: where the count lives (a shared table's record with worker threads). */
   constructor(key: string, limit: number, cells: NodeLoadCells = privateCells()) {
@@ -22,6 +24,7 @@ export class ConcurrencyLimit {
     this.limit = limit;
     this.cells = cells.cells;
     this.cell = cells.cell;
+    this.atomic = cells.cells.buffer instanceof SharedArrayBuffer;
   }
 
   /** Requests holding a slot now, in every thread. */
@@ -34,6 +37,11 @@ export class ConcurrencyLimit {
     // HOT
     const c = this.cells;
     const at = this.cell;
+    if (!this.atomic) {
+      if (c[at]! >= this.limit) return false;
+      c[at]!++;
+      return true;
+    }
     for (;;) {
       const n = Atomics.load(c, at);
       if (n >= this.limit) return false;
@@ -46,6 +54,10 @@ export class ConcurrencyLimit {
     // HOT
     const c = this.cells;
     const at = this.cell;
+    if (!this.atomic) {
+      if (c[at]! > 0) c[at]!--;
+      return;
+    }
     for (;;) {
       const n = Atomics.load(c, at);
       if (n <= 0) return;

@@ -44,6 +44,8 @@ export class UpstreamNode {
    */
   private readonly load: Int32Array;
   private readonly cell: number;
+  /** True when `load` is shared with other threads: changes are atomic; plain arithmetic otherwise. */
+  private readonly atomic: boolean;
   /** Circuit breaker: most concurrent attempts; a node at the limit is not eligible (0 while drained). */
   maxInFlight = Infinity;
   /** True while an operator drained the node (admin API): no new attempts, in-flight ones finish. */
@@ -110,8 +112,15 @@ export class UpstreamNode {
   /** Counts one attempt of estimated `cost` on the node (atomic across threads). */
   addLoad(cost: number): void {
     // HOT
-    Atomics.add(this.load, this.cell, 1);
-    if (cost !== 0) Atomics.add(this.load, this.cell + 1, cost);
+    const load = this.load;
+    const at = this.cell;
+    if (!this.atomic) {
+      load[at]!++;
+      load[at + 1]! += cost | 0;
+      return;
+    }
+    Atomics.add(load, at, 1);
+    if (cost !== 0) Atomics.add(load, at + 1, cost);
   }
 
   /**
@@ -124,6 +133,12 @@ export class UpstreamNode {
     const max = this.maxInFlight;
     const load = this.load;
     const at = this.cell;
+    if (!this.atomic) {
+      if (load[at]! >= max) return false;
+      load[at]!++;
+      load[at + 1]! += cost | 0;
+      return true;
+    }
     if (max === Infinity) Atomics.add(load, at, 1);
     else
       for (;;) {
@@ -138,8 +153,15 @@ export class UpstreamNode {
   /** Gives back what `addLoad(cost)` counted. */
   removeLoad(cost: number): void {
     // HOT
-    Atomics.sub(this.load, this.cell, 1);
-    if (cost !== 0) Atomics.sub(this.load, this.cell + 1, cost);
+    const load = this.load;
+    const at = this.cell;
+    if (!this.atomic) {
+      load[at]!--;
+      load[at + 1]! -= cost | 0;
+      return;
+    }
+    Atomics.sub(load, at, 1);
+    if (cost !== 0) Atomics.sub(load, at + 1, cost);
   }
 
   /** Sets the circuit-breaker limit from the config (kept at 0 while the node is drained). */
@@ -161,6 +183,7 @@ export class UpstreamNode {
   constructor(url: string, options: NodeConnectionOptions, load: NodeLoadCells = privateCells()) {
     this.load = load.cells;
     this.cell = load.cell;
+    this.atomic = load.cells.buffer instanceof SharedArrayBuffer;
     const u = new URL(url);
     this.origin = u.origin;
     this.id = u.origin;
