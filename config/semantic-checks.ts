@@ -559,13 +559,23 @@ function checkWorkers(data: Json, issues: ConfigIssue[]): void {
   }
   if (data['batch_api'] !== undefined)
     refuse(['batch_api'], 'the batch API (its job worker and files)', 'run it in a Sluice of its own');
-  for (const [i, p] of entries(data['pools']))
-    if (p['admission'] !== undefined)
+  for (const [i, p] of entries(data['pools'])) {
+    const a = p['admission'];
+    if (!isRecord(a)) continue;
+    if (a['adaptive'] !== undefined)
       refuse(
-        ['pools', i, 'admission'],
-        'admission (its counts and queue)',
-        'use max_in_flight_per_node, which is shared',
+        ['pools', i, 'admission', 'adaptive'],
+        'the adaptive admission limit (its latency samples)',
+        'use the static max_in_flight_per_node, whose counts are shared',
       );
+    const reserve = a['reserve_per_node'];
+    if (typeof reserve === 'number' && reserve > 0)
+      refuse(
+        ['pools', i, 'admission', 'reserve_per_node'],
+        'reserve_per_node (its per-tenant counts)',
+        'set reserve_per_node to 0',
+      );
+  }
   for (const [i, r] of entries(data['routes'])) {
     if (r['batching'] !== undefined)
       refuse(

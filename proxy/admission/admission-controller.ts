@@ -64,7 +64,33 @@ export interface AdmissionOptions {
   reservePerNode?: number;
   /** How long a tenant counts as active after its last offer or release, ms. Default 2000. */
   reserveWindowMs?: number;
+  /**
+   * With worker threads (`server.workers`): the pool's record in the threads' shared table, whose
+   * cells hold the requests in flight, the requests queued and a wake-up generation of every
+   * thread's controller of the pool. The limit and `maxQueue` then count every thread; each thread
+   * queues its own requests and is woken when another frees a slot. Not with `adaptive` or
+   * `reservePerNode` (the config refuses them with workers). Absent: this thread alone.
+   */
+  shared?: { cells: Int32Array; cell: number } | null;
 }
+
+/** `Atomics.waitAsync` (in Node since 16; not in this TypeScript lib's types). */
+interface AtomicsWithWaitAsync {
+  waitAsync(
+    a: Int32Array,
+    index: number,
+    value: number,
+    timeoutMs: number,
+  ): { async: boolean; value: Promise<unknown> | string };
+}
+
+/** Longest a thread with queued requests waits between looks at the shared slots, ms. */
+const WAKE_POLL_MS = 250;
+
+/** Cells of a shared admission record (see `AdmissionOptions.shared`). */
+const SHARED_IN_FLIGHT = 0;
+const SHARED_QUEUED = 1;
+const SHARED_WAKE = 2;
 
 /** A tenant's use of the pool, tracked only while `reservePerNode` > 0. */
 interface TenantUse {
@@ -129,6 +155,13 @@ export class AdmissionController {
   private scale = Infinity;
   /** `shareUsed` bound once (the queue calls it back). */
   private readonly shareUsedFn: (tenant: string) => number;
+  /** The shared record's cells and offset (worker threads), or null. */
+  private readonly sharedCells: Int32Array | null;
+  private readonly sharedAt: number;
+  /** True while this thread waits to be woken by another's release (worker threads). */
+  private waiting = false;
+  /** `drain`, then wait again if requests are still queued: what a wake-up runs. */
+  private readonly onWake: () => void;
 
   constructor(options: AdmissionOptions = {}) {
     this.maxQueue = options.maxQueue ?? 1024;
@@ -156,6 +189,92 @@ export class AdmissionController {
       this.timerAtMs = Infinity;
       this.expire();
     };
+    const shared = options.shared ?? null;
+    this.sharedCells = shared?.cells ?? null;
+    this.sharedAt = shared?.cell ?? 0;
+    if (shared !== null && (this.adaptive !== null || this.reservePerNode > 0))
+      throw new Error('admission shared across worker threads takes neither adaptive nor reserve_per_node');
+    this.onWake = () => {
+      this.waiting = false;
+      this.drain();
+    };
+  }
+
+  /** Requests in flight in every thread (this thread's `inFlight` when not shared). */
+  get inFlightAll(): number {
+    const c = this.sharedCells;
+    return c === null ? this.inFlight : Atomics.load(c, this.sharedAt + SHARED_IN_FLIGHT);
+  }
+
+  /** Requests queued in every thread (`queued` when not shared). */
+  get queuedAll(): number {
+    const c = this.sharedCells;
+    return c === null ? this.queuedEntries.size : Atomics.load(c, this.sharedAt + SHARED_QUEUED);
+  }
+
+  /**
+   * Takes a slot of the limit: this thread's count (`inFlight`), and with worker threads the shared
+   * one, by compare-and-swap so that threads never take more than the limit between them.
+   */
+  private takeSlot(): boolean {
+    // HOT
+    const c = this.sharedCells;
+    if (c === null) {
+      if (this.inFlight >= this.effectiveLimit) return false;
+    } else {
+      const at = this.sharedAt + SHARED_IN_FLIGHT;
+      for (;;) {
+        const n = Atomics.load(c, at);
+        if (n >= this.effectiveLimit) return false;
+        if (Atomics.compareExchange(c, at, n, n + 1) === n) break;
+      }
+    }
+    this.inFlight++;
+    return true;
+  }
+
+  /** Gives back a slot `takeSlot` took for a request that did not get it after all. */
+  private giveSlot(): void {
+    this.inFlight--;
+    const c = this.sharedCells;
+    if (c !== null) Atomics.sub(c, this.sharedAt + SHARED_IN_FLIGHT, 1);
+  }
+
+  /** Counts a request entering (1) or leaving (-1) this thread's queue in the shared record. */
+  private countQueued(d: 1 | -1): void {
+    const c = this.sharedCells;
+    if (c !== null) Atomics.add(c, this.sharedAt + SHARED_QUEUED, d);
+  }
+
+  /**
+   * Worker threads: after a slot was freed here, wakes the threads that queue requests if a slot is
+   * still free (this thread's queue did not take it).
+   */
+  private wakeOthers(): void {
+    const c = this.sharedCells;
+    if (c === null) return;
+    const at = this.sharedAt;
+    if (Atomics.load(c, at + SHARED_QUEUED) <= this.queuedEntries.size) return;
+    if (Atomics.load(c, at + SHARED_IN_FLIGHT) >= this.effectiveLimit) return;
+    Atomics.add(c, at + SHARED_WAKE, 1);
+    Atomics.notify(c, at + SHARED_WAKE);
+  }
+
+  /** Worker threads: while this thread has queued requests, waits for another thread's wake-up. */
+  private awaitWake(): void {
+    const c = this.sharedCells;
+    if (c === null || this.waiting || this.queuedEntries.size === 0 || this.closed) return;
+    const at = this.sharedAt + SHARED_WAKE;
+    // With a timeout: a wake-up lost to a race costs at most that long, and nothing waits forever.
+    const w = (Atomics as unknown as AtomicsWithWaitAsync).waitAsync(
+      c,
+      at,
+      Atomics.load(c, at),
+      WAKE_POLL_MS,
+    );
+    this.waiting = true;
+    if (w.async) void (w.value as Promise<unknown>).then(this.onWake);
+    else queueMicrotask(this.onWake);
   }
 
   /** Requests allowed in flight now. */
@@ -185,8 +304,7 @@ export class AdmissionController {
     if (this.closed) return this.rejectNow(AdmissionRejectReason.closed);
     if (t.deadlineMs <= now) return this.rejectNow(AdmissionRejectReason.deadline);
     const u = this.reservePerNode > 0 ? this.touch(t, now) : null;
-    if (this.inFlight < this.effectiveLimit && this.mayTakeNow(t, now)) {
-      this.inFlight++;
+    if (this.inFlight < this.effectiveLimit && this.mayTakeNow(t, now) && this.takeSlot()) {
       t.slotSinceMs = now;
       t.slotOwner = this;
       this.heldSinceSumMs += now;
@@ -195,7 +313,7 @@ export class AdmissionController {
       return 'admitted';
     }
     let victim: QueueEntry | null = null;
-    if (this.queuedEntries.size >= this.maxQueue) {
+    if (this.queuedAll >= this.maxQueue) {
       victim = this.maxQueue === 0 ? null : this.queue.victimFor(t);
       if (victim === null) return this.rejectNow(AdmissionRejectReason.queueFull);
       this.unqueue(victim);
@@ -204,9 +322,15 @@ export class AdmissionController {
     this.queue.push(e);
     this.queuedEntries.set(t, e);
     this.heap.push(e);
+    this.countQueued(1);
     this.counters.queued++;
     if (e.expiresMs < this.timerAtMs) this.armTimer();
     if (victim !== null) this.rejectQueued(victim, AdmissionRejectReason.evicted);
+    if (this.sharedCells !== null) {
+      // A slot another thread freed before this request was queued there is taken by a drain.
+      this.awaitWake();
+      if (this.inFlightAll < this.effectiveLimit) queueMicrotask(this.onWake);
+    }
     return 'queued';
   }
 
@@ -222,6 +346,8 @@ export class AdmissionController {
     t.slotOwner = null;
     const inFlightBefore = this.inFlight;
     this.inFlight--;
+    const c = this.sharedCells;
+    if (c !== null) Atomics.sub(c, this.sharedAt + SHARED_IN_FLIGHT, 1);
     // Back at 0 with no slot held: rounding in the sum does not build up over a long run.
     this.heldSinceSumMs = this.inFlight === 0 ? 0 : this.heldSinceSumMs - admittedAt;
     const now = this.clock();
@@ -241,6 +367,7 @@ export class AdmissionController {
       this.reserved = this.computeReserve();
     }
     this.drain();
+    this.wakeOthers();
     return true;
   }
 
@@ -367,7 +494,11 @@ export class AdmissionController {
     this.draining = true;
     let scaled = false;
     try {
-      while (this.queuedEntries.size > 0 && this.inFlight < this.effectiveLimit) {
+      const shared = this.sharedCells !== null;
+      while (this.queuedEntries.size > 0 && this.inFlightAll < this.effectiveLimit) {
+        // Worker threads: the slot is taken before an entry leaves the queue (another thread may
+        // take it between the check and here).
+        if (shared && !this.takeSlot()) break;
         let e: QueueEntry | null;
         if (this.reserved > 0 && this.inFlight >= this.effectiveLimit - this.reserved) {
           // In the reserved slots only tenants under their fair share are served. The tenants
@@ -384,11 +515,16 @@ export class AdmissionController {
         } else {
           e = this.queue.pop();
         }
-        if (e === null) break;
+        if (e === null) {
+          if (shared) this.giveSlot();
+          break;
+        }
         this.queuedEntries.delete(e.ticket);
         this.heap.remove(e);
+        this.countQueued(-1);
         const now = this.clock();
         if (e.expiresMs <= now) {
+          if (shared) this.giveSlot();
           // The timer has not fired yet, but a late request is not served.
           this.rejectQueued(
             e,
@@ -396,7 +532,7 @@ export class AdmissionController {
           );
           continue;
         }
-        this.inFlight++;
+        if (!shared) this.inFlight++;
         e.ticket.slotSinceMs = now;
         e.ticket.slotOwner = this;
         this.heldSinceSumMs += now;
@@ -412,11 +548,12 @@ export class AdmissionController {
       this.draining = false;
     }
     this.armTimer();
+    this.awaitWake();
   }
 
   private unqueue(e: QueueEntry): void {
     if (e.queue !== null) this.queue.remove(e);
-    this.queuedEntries.delete(e.ticket);
+    if (this.queuedEntries.delete(e.ticket)) this.countQueued(-1);
     this.heap.remove(e);
   }
 
@@ -442,7 +579,8 @@ export class AdmissionController {
    * share with nothing queued of its own.
    */
   private mayTakeNow(t: AdmissionTicket, now: number): boolean {
-    if (this.reserved === 0) return this.queuedEntries.size === 0;
+    // With worker threads, requests queued in any thread go first.
+    if (this.reserved === 0) return this.queuedAll === 0;
     const inReserve = this.inFlight >= this.effectiveLimit - this.reserved;
     if (!inReserve) return this.queuedEntries.size === 0;
     if (this.queuedEntries.size > 0 && this.queue.queuedBy(t.tenant) > 0) return false;

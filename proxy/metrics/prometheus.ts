@@ -328,7 +328,7 @@ export function renderPrometheus(src: MetricsSource): string {
       '# TYPE sluice_admission_queued gauge',
     );
     for (const p of admission)
-      out.push(`sluice_admission_queued{pool="${label(p.name)}"} ${p.admission!.queued}`);
+      out.push(`sluice_admission_queued{pool="${label(p.name)}"} ${p.admission!.queuedAll}`);
     out.push(
       '# HELP sluice_admission_limit Current in-flight limit of the pool.',
       '# TYPE sluice_admission_limit gauge',
@@ -340,7 +340,7 @@ export function renderPrometheus(src: MetricsSource): string {
       '# TYPE sluice_admission_in_flight gauge',
     );
     for (const p of admission)
-      out.push(`sluice_admission_in_flight{pool="${label(p.name)}"} ${p.admission!.inFlight}`);
+      out.push(`sluice_admission_in_flight{pool="${label(p.name)}"} ${p.admission!.inFlightAll}`);
   }
   const lc = src.limiter;
   if (lc !== null) {

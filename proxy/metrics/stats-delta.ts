@@ -49,6 +49,8 @@ export interface StatsDelta {
     name: string;
     counts: number[];
     healthEvents: [string, number][];
+    /** Admission decisions since the last report, by `AdmissionCounters` key. */
+    admission: [string, number][];
   }[];
   /** Rate-limit decisions since the last report, by outcome (`RateLimiter.counters` keys). */
   limiter: [string, number][];
@@ -186,8 +188,18 @@ export function takeStatsDelta(src: DeltaSource, memo: DeltaMemo): StatsDelta {
       p.retryBudget.refused,
     ]);
     const healthEvents = memo.events(p);
-    if (counts.some((n) => n !== 0) || healthEvents.length > 0)
-      pools.push({ name: p.name, counts, healthEvents });
+    let admission: [string, number][] = [];
+    const ac = p.admission?.counters;
+    if (ac !== undefined) {
+      const keys = Object.keys(ac) as (keyof typeof ac)[];
+      const d = memo.diff(
+        ac,
+        keys.map((k) => ac[k]),
+      );
+      admission = keys.map((k, i) => [k, d[i]!] as [string, number]).filter(([, n]) => n !== 0);
+    }
+    if (counts.some((n) => n !== 0) || healthEvents.length > 0 || admission.length > 0)
+      pools.push({ name: p.name, counts, healthEvents, admission });
   }
   const lim = src.limiter;
   let limiter: [string, number][] = [];
@@ -289,6 +301,8 @@ export function absorbStatsDelta(t: DeltaTarget, index: number, d: StatsDelta): 
     into.retryBudget.refused += p.counts[POOL_COUNTS.length + 1]!;
     for (const [kind, n] of p.healthEvents)
       into.healthEvents.set(kind, (into.healthEvents.get(kind) ?? 0) + n);
+    const ac = into.admission?.counters as unknown as Record<string, number> | undefined;
+    if (ac !== undefined) for (const [k, n] of p.admission) if (typeof ac[k] === 'number') ac[k] += n;
   }
   const lim = t.limiter;
   if (lim !== null)

@@ -54,7 +54,7 @@ export class RuntimeState {
   poolState(config: PoolConfig): PoolState {
     let s = this.pools.get(config.name);
     if (s === undefined) {
-      s = new PoolState(config);
+      s = new PoolState(config, this.shared);
       this.pools.set(config.name, s);
     } else {
       s.configure(config);

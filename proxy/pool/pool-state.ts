@@ -8,6 +8,7 @@ import { AdmissionController } from '../admission/admission-controller.js';
 import type { PoolHealth } from '../health/pool-health.js';
 import { TokenBudget } from './token-budget.js';
 import { TtfbWindow } from './ttfb-window.js';
+import type { SharedTable } from '../runtime/shared-table.js';
 
 /** Hedging settings resolved for the request path. */
 export interface HedgeSettings {
@@ -47,8 +48,12 @@ export class PoolState {
   readonly healthEvents = new Map<string, number>();
   private configured = '';
 
-  constructor(config: PoolConfig) {
+  /** The worker threads' shared table (admission counts), or null with one thread. */
+  private readonly shared: SharedTable | null;
+
+  constructor(config: PoolConfig, shared: SharedTable | null = null) {
     this.name = config.name;
+    this.shared = shared;
     this.retryBudget = new TokenBudget(config.retry_budget.percent, config.retry_budget.min_per_second);
     this.configure(config);
   }
@@ -120,6 +125,9 @@ export class PoolState {
     this.admissionKey = key;
     const ad = a.adaptive;
     this.admission = new AdmissionController({
+      // With worker threads the pool's counts are shared (the config allows no adaptive limit and
+      // no reserve there).
+      shared: this.shared === null ? null : this.shared.record('admission', config.name),
       maxInFlightPerNode: a.max_in_flight_per_node,
       nodes: config.nodes.length,
       maxQueue: a.max_queue,

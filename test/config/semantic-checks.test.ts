@@ -406,6 +406,7 @@ void describe('server.workers', () => {
         'pools:',
         '  - name: gpu',
         '    max_in_flight_per_node: 64',
+        '    admission: {max_in_flight_per_node: 8, max_queue: 100}',
         '    nodes: [{url: "http://127.0.0.1:9100"}]',
         'routes: [{name: all, pool: gpu}]',
         'rate_limits: {defaults: {requests_per_minute: 60, tokens_per_minute: 9000, max_concurrent: 4}}',
@@ -422,21 +423,22 @@ void describe('server.workers', () => {
         'listeners: [{name: public, address: 127.0.0.1, port: 8080, pipelining: 16}]',
         'pools:',
         '  - name: gpu',
-        '    admission: {max_in_flight_per_node: 8}',
+        '    admission: {max_in_flight_per_node: 8, reserve_per_node: 1, adaptive: {}}',
         '    nodes: [{url: "http://127.0.0.1:9100"}]',
         'routes: [{name: all, match: {path: /v1/embeddings}, pool: gpu, batching: {mode: fanout}}]',
       ),
     );
     assert.deepEqual(placesOf(errors), [
       '2:60 listeners[0].pipelining',
-      '5:5 pools[0].admission',
+      '5:44 pools[0].admission.reserve_per_node',
+      '5:65 pools[0].admission.adaptive',
       '7:64 routes[0].batching',
     ]);
     const byPath = new Map(errors.map((e) => [e.path, e.message]));
     assert.match(byPath.get('listeners[0].pipelining')!, /needs uWebSockets\.js listeners \(pipelining: 0\)/);
     assert.equal(
-      byPath.get('pools[0].admission'),
-      'admission (its counts and queue) is not shared across worker threads yet, so server.workers 2 cannot serve it; use max_in_flight_per_node, which is shared, or set server.workers to 1',
+      byPath.get('pools[0].admission.adaptive'),
+      'the adaptive admission limit (its latency samples) is not shared across worker threads yet, so server.workers 2 cannot serve it; use the static max_in_flight_per_node, whose counts are shared, or set server.workers to 1',
     );
     assert.match(byPath.get('routes[0].batching')!, /micro-batching \(its batch windows\) is not shared/);
   });

@@ -414,3 +414,65 @@ describe('server.workers: 2 with max_concurrent and max_connections', { timeout:
     assert.equal(node!.seen.peak, 3);
   });
 });
+
+describe('server.workers: 2 with admission', { timeout: 60_000 }, () => {
+  let node: CountingNode | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    node = await countingNode(0, true);
+    t = await startTestSluice(
+      basicConfig([node.url], WORKERS, {
+        pool: '    admission: { max_in_flight_per_node: 2, max_queue: 4, max_wait_ms: 20000 }',
+      }),
+    );
+  });
+  after(async () => {
+    node?.release();
+    await t?.close();
+    await node?.close();
+  });
+
+  it('admits the limit, queues max_queue and sheds the rest over both threads, then serves the queue', async () => {
+    const n = 10;
+    const statuses: number[] = [];
+    const pending = Array.from({ length: n }, () =>
+      post(t!.url).then((r) => {
+        statuses.push(r.status);
+        return r;
+      }),
+    );
+    await waitFor(() => statuses.length === 4 && node!.seen.now === 2, 10_000, '4 shed and 2 at the node');
+    assert.deepEqual(statuses, [503, 503, 503, 503]);
+    let text = await metrics(t!);
+    assert.equal(sample(text, 'sluice_admission_in_flight{pool="gpu"}'), 2);
+    assert.equal(sample(text, 'sluice_admission_queued{pool="gpu"}'), 4);
+    // Each release frees two slots; the queued requests, in whichever thread, take them.
+    for (let round = 1; round <= 3; round++) {
+      node!.release();
+      await waitFor(
+        () => statuses.length === 4 + 2 * round && (round === 3 || node!.seen.now === 2),
+        10_000,
+        `round ${round}`,
+      );
+      assert.ok(node!.seen.peak <= 2, `at most 2 at the node (${node!.seen.peak})`);
+    }
+    await Promise.all(pending);
+    assert.equal(statuses.filter((s) => s === 200).length, 6);
+    assert.equal(node!.seen.peak, 2);
+    text = await metrics(t!);
+    assert.equal(sample(text, 'sluice_admission_in_flight{pool="gpu"}'), 0);
+    assert.equal(sample(text, 'sluice_admission_queued{pool="gpu"}'), 0);
+    const outcome = (o: string): number | undefined =>
+      sample(text, `sluice_admission_total{pool="gpu",outcome="${o}"}`);
+    assert.deepEqual(
+      ['admitted', 'admitted_from_queue', 'queued', 'rejected_queue_full'].map(outcome),
+      [2, 4, 4, 4],
+      'decisions of both threads, merged',
+    );
+    const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.equal(main + worker, n);
+    assert.ok(main > 0 && worker > 0, `both threads took requests (${main} and ${worker})`);
+  });
+});
