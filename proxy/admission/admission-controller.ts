@@ -233,6 +233,21 @@ export class AdmissionController {
     return true;
   }
 
+  /**
+   * Takes a place in the queue if `maxQueue` allows one: with worker threads in the shared count,
+   * by compare-and-swap, so that the threads never queue more than `maxQueue` between them.
+   */
+  private tryQueueSlot(): boolean {
+    const c = this.sharedCells;
+    if (c === null) return this.queuedEntries.size < this.maxQueue;
+    const at = this.sharedAt + SHARED_QUEUED;
+    for (;;) {
+      const n = Atomics.load(c, at);
+      if (n >= this.maxQueue) return false;
+      if (Atomics.compareExchange(c, at, n, n + 1) === n) return true;
+    }
+  }
+
   /** Gives back a slot `takeSlot` took for a request that did not get it after all. */
   private giveSlot(): void {
     this.inFlight--;
@@ -313,16 +328,17 @@ export class AdmissionController {
       return 'admitted';
     }
     let victim: QueueEntry | null = null;
-    if (this.queuedAll >= this.maxQueue) {
+    if (!this.tryQueueSlot()) {
       victim = this.maxQueue === 0 ? null : this.queue.victimFor(t);
       if (victim === null) return this.rejectNow(AdmissionRejectReason.queueFull);
       this.unqueue(victim);
+      // The arrival takes the victim's place in the shared count.
+      this.countQueued(1);
     }
     const e = new QueueEntry(t, now, this.maxWaitMs);
     this.queue.push(e);
     this.queuedEntries.set(t, e);
     this.heap.push(e);
-    this.countQueued(1);
     this.counters.queued++;
     if (e.expiresMs < this.timerAtMs) this.armTimer();
     if (victim !== null) this.rejectQueued(victim, AdmissionRejectReason.evicted);

@@ -54,6 +54,12 @@ export class PoolHealth {
   /** False until the first `update`: nodes present at first start do not slow-start. */
   private started = false;
   private closed = false;
+  /**
+   * A worker thread's tracker (`server.workers`): attempt outcomes go to the main thread through
+   * this function, which judges every thread's outcomes; the nodes' health fields are copied from
+   * the main thread's. Null: this tracker judges (one thread, or the main thread).
+   */
+  relay: ((node: UpstreamNode, reason: string | null) => void) | null = null;
 
   /**
    * @param poolName the pool's name (logs, events, snapshot).
@@ -123,6 +129,10 @@ export class PoolHealth {
   /** Counts a successful attempt on `node` (a response from the node that is not a 5xx). */
   recordSuccess(node: UpstreamNode): void {
     // HOT
+    if (this.relay !== null) {
+      this.relay(node, null);
+      return;
+    }
     const h = this.states.get(node);
     if (h !== undefined) this.outlier.onSuccess(h);
   }
@@ -134,6 +144,10 @@ export class PoolHealth {
    */
   recordFailure(node: UpstreamNode, reason: string): void {
     // HOT
+    if (this.relay !== null) {
+      this.relay(node, reason);
+      return;
+    }
     const h = this.states.get(node);
     if (h !== undefined && this.outlier.onFailure(h, reason)) this.tryEject(h);
   }
@@ -208,7 +222,9 @@ export class PoolHealth {
   }
 
   private serves(h: NodeHealth): boolean {
-    return !h.out && !h.node.drained && !this.weightless.has(h.node);
+    // A worker thread's verdicts are the main thread's, copied into the node.
+    const out = this.relay === null ? h.out : !h.node.available;
+    return !out && !h.node.drained && !this.weightless.has(h.node);
   }
 
   private tryEject(h: NodeHealth): void {

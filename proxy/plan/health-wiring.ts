@@ -50,9 +50,19 @@ export function attachHealth(
   nodes: readonly UpstreamNode[],
   log: Logger,
   weightless: ReadonlySet<UpstreamNode> = new Set(),
+  relay: HealthRelay | null = null,
 ): void {
-  const options = healthOptions(pc, (e) => state.countHealthEvent(e.kind));
+  // A worker thread neither probes, scrapes, ejects nor ramps: the main thread does, for every
+  // thread's traffic, and its verdicts are copied into this thread's nodes (runtime/health-mirror.ts).
+  const options =
+    relay === null
+      ? healthOptions(pc, (e) => state.countHealthEvent(e.kind))
+      : { outlier: { consecutiveFailures: 0 }, slowStartMs: 0 };
   state.health ??= new PoolHealth(pc.name, options, log);
+  state.health.relay = relay === null ? null : (node, reason) => relay(pc.name, node, reason);
   state.health.update(nodes, options, weightless);
   state.servingChanged();
 }
+
+/** Where a worker thread's attempt outcomes go (`reason` null: a success). */
+export type HealthRelay = (pool: string, node: UpstreamNode, reason: string | null) => void;

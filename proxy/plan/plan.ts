@@ -237,6 +237,7 @@ export function compilePlan(
       members.map((m) => m.node),
       ctx.log,
       new Set(members.filter((m) => m.weight === 0).map((m) => m.node)),
+      ctx.runtime.healthRelay,
     );
     const affinity =
       (b.kind === 'consistent-hash' || b.kind === 'cache-aware') && b.affinity !== undefined

@@ -10,6 +10,7 @@ import { RateLimiter } from '../ratelimit/rate-limiter.js';
 import { RedisStore } from '../ratelimit/redis-store.js';
 import { SharedMemoryStore } from '../ratelimit/shared-memory-store.js';
 import type { SharedTable } from '../runtime/shared-table.js';
+import type { HealthRelay } from './health-wiring.js';
 import type { Logger } from '../runtime/logger.js';
 import { PoolState } from '../pool/pool-state.js';
 import { StickyTable } from '../route/sticky-table.js';
@@ -21,6 +22,8 @@ export class RuntimeState {
   readonly sticky = new Map<string, StickyTable>();
   /** The process-wide rate limiter (its store and counters outlive reloads); null until needed. */
   limiter: RateLimiter | null = null;
+  /** In a worker thread: where its pools' attempt outcomes go (the main thread judges health). */
+  healthRelay: HealthRelay | null = null;
 
   constructor(shared: SharedTable | null = null) {
     this.shared = shared;

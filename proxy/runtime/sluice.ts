@@ -36,6 +36,14 @@ import { SharedTable } from './shared-table.js';
 import { sharedListenerPorts } from '../server/proxy-server.js';
 import { absorbStatsDelta, DeltaMemo, takeStatsDelta, type StatsDelta } from '../metrics/stats-delta.js';
 import { WorkerSet } from './worker-set.js';
+import {
+  HEALTH_MIRROR_MS,
+  judgeOutcomes,
+  OutcomeRelay,
+  publishHealth,
+  readHealth,
+  type OutcomeBatch,
+} from './health-mirror.js';
 import { ConfigWatcher } from './config-watcher.js';
 import type { LoadedPlugin } from '../plugin/plugin-loader.js';
 import type { PluginInstance } from '../plugin/plugin-chain.js';
@@ -166,6 +174,10 @@ export class Sluice {
   workers: WorkerSet | null = null;
   /** In a worker thread: what its metric reports already counted (stats-delta.ts). */
   private readonly reported = new DeltaMemo();
+  /** In a worker thread: its attempt outcomes on their way to the main thread (health-mirror.ts). */
+  private outcomes: OutcomeRelay | null = null;
+  /** Publishes (main thread) or reads (worker) node health verdicts; null with one thread. */
+  private healthTimer: NodeJS.Timeout | null = null;
 
   /**
    * `shared`: the state the threads of `server.workers` share (nodes' in-flight counts, limits);
@@ -254,6 +266,10 @@ export class Sluice {
       const listening = threads > 1 ? await sharedListenerPorts(config.listeners) : config.listeners;
       this.listeners = await this.server.listen(listening, tls, threads > 1);
       if (threads > 1) {
+        // The main thread judges node health for all threads and publishes its verdicts.
+        publishHealth(this.plan, this.shared);
+        this.healthTimer = setInterval(() => publishHealth(this.plan, this.shared), HEALTH_MIRROR_MS);
+        this.healthTimer.unref();
         const ports: Record<string, number> = {};
         for (const l of this.listeners) ports[l.name] = l.port;
         this.workers = await WorkerSet.start(
@@ -268,6 +284,7 @@ export class Sluice {
           },
           this.log,
           (index, delta) => this.absorbWorker(index, delta),
+          (batches) => judgeOutcomes(this.plan, batches),
         );
         this.log.info(`serving with ${threads} threads (server.workers)`);
       }
@@ -631,6 +648,8 @@ export class Sluice {
   ): Promise<void> {
     try {
       this.observe(config, true);
+      this.outcomes = new OutcomeRelay();
+      this.runtime.healthRelay = this.outcomes.record;
       if (config.rate_limits.store === 'redis' || config.plugin_store.store === 'redis') redisPackage();
       const instances = await this.plugins.createInstances(plugins, config.plugin_store, this.configPath);
       try {
@@ -643,6 +662,7 @@ export class Sluice {
       this.server = new ProxyServer(this.stats, () => this.plan, this.runtime.shared);
       this.applyOverload(config);
       const listeners = config.listeners.map((l) => ({ ...l, port: ports[l.name] ?? l.port }));
+      readHealth(this.plan, this.shared);
       this.listeners = await this.server.listen(listeners, new Map(), true);
       this.serving = true;
     } catch (e) {
@@ -677,6 +697,15 @@ export class Sluice {
     }
     this.swapPlan(next, loaded.config);
     return [];
+  }
+
+  /**
+   * A worker thread's health step (every HEALTH_MIRROR_MS): the main thread's verdicts copied into
+   * this thread's nodes; returns this thread's attempt outcomes since the last step, or null.
+   */
+  healthStep(): OutcomeBatch[] | null {
+    if (this.planned) readHealth(this.plan, this.shared);
+    return this.outcomes?.take() ?? null;
   }
 
   /** A worker thread's metrics since its last report (stats-delta.ts). */
@@ -819,6 +848,8 @@ export class Sluice {
     this.workers = null;
     // Stopped, not terminated: a worker ends its own listeners before its thread ends.
     await workers?.stop(0);
+    if (this.healthTimer !== null) clearInterval(this.healthTimer);
+    this.healthTimer = null;
     this.capacity?.close();
     this.capacity = null;
     this.overload?.close();

@@ -9,6 +9,7 @@ import { formatConfigError, loadConfigText } from '../../config/loader.js';
 import { SharedTable } from './shared-table.js';
 import { levelFromEnv, LogLevel, type Logger } from './logger.js';
 import { Sluice } from './sluice.js';
+import { HEALTH_MIRROR_MS } from './health-mirror.js';
 import type { FromWorker, ToWorker, WorkerBoot } from './worker-set.js';
 
 const boot = workerData as WorkerBoot;
@@ -44,6 +45,11 @@ async function run(): Promise<void> {
   }
   const report = (): void => post({ t: 'stats', delta: sluice.takeReport() });
   const timer = setInterval(report, boot.reportMs);
+  const healthStep = (): void => {
+    const batches = sluice.healthStep();
+    if (batches !== null) post({ t: 'outcomes', batches });
+  };
+  const health = setInterval(healthStep, HEALTH_MIRROR_MS);
   let stopping = false;
   port.on('message', (m: ToWorker) => {
     switch (m.t) {
@@ -66,10 +72,12 @@ async function run(): Promise<void> {
         if (stopping) return;
         stopping = true;
         clearInterval(timer);
+        clearInterval(health);
         void sluice.drainRequests(m.timeoutMs).then(
           async (cut) => {
             // What the last requests counted, before the thread ends.
             report();
+            healthStep();
             await sluice.close();
             post({ t: 'reply', id: m.id, errors: [], cut });
             port.close();

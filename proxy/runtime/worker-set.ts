@@ -8,6 +8,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Logger } from './logger.js';
 import type { StatsDelta } from '../metrics/stats-delta.js';
+import type { OutcomeBatch } from './health-mirror.js';
 
 /** What a worker starts from (its `workerData`). */
 export interface WorkerBoot {
@@ -38,7 +39,8 @@ export type FromWorker =
   | { t: 'failed'; message: string }
   | { t: 'log'; level: 'debug' | 'info' | 'warn' | 'error'; msg: string }
   | { t: 'reply'; id: number; errors: string[]; cut: number }
-  | { t: 'stats'; delta: StatsDelta };
+  | { t: 'stats'; delta: StatsDelta }
+  | { t: 'outcomes'; batches: OutcomeBatch[] };
 
 /** How long a worker gets to start (load the config, compile, bind), ms. */
 const START_TIMEOUT_MS = 30_000;
@@ -101,6 +103,7 @@ export class WorkerSet {
   private stopping = false;
   private readonly log: Logger;
   private readonly onStats: (index: number, delta: StatsDelta) => void;
+  private readonly onOutcomes: (batches: OutcomeBatch[]) => void;
   /** The config text the workers run (what a restarted worker starts from). */
   private text: string;
   private readonly boot: Omit<WorkerBoot, 'index' | 'text'>;
@@ -109,12 +112,14 @@ export class WorkerSet {
     boot: Omit<WorkerBoot, 'index'>,
     log: Logger,
     onStats: (index: number, delta: StatsDelta) => void,
+    onOutcomes: (batches: OutcomeBatch[]) => void,
   ) {
     const { text, ...rest } = boot;
     this.text = text;
     this.boot = rest;
     this.log = log;
     this.onStats = onStats;
+    this.onOutcomes = onOutcomes;
   }
 
   /**
@@ -126,8 +131,9 @@ export class WorkerSet {
     boot: Omit<WorkerBoot, 'index'>,
     log: Logger,
     onStats: (index: number, delta: StatsDelta) => void,
+    onOutcomes: (batches: OutcomeBatch[]) => void,
   ): Promise<WorkerSet> {
-    const set = new WorkerSet(boot, log, onStats);
+    const set = new WorkerSet(boot, log, onStats, onOutcomes);
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => set.spawn(i + 1)));
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) {
@@ -180,6 +186,9 @@ export class WorkerSet {
             return;
           case 'stats':
             this.onStats(index, m.delta);
+            return;
+          case 'outcomes':
+            this.onOutcomes(m.batches);
             return;
         }
       });

@@ -476,3 +476,50 @@ describe('server.workers: 2 with admission', { timeout: 60_000 }, () => {
     assert.ok(main > 0 && worker > 0, `both threads took requests (${main} and ${worker})`);
   });
 });
+
+describe('server.workers: 2 with outlier ejection', { timeout: 60_000 }, () => {
+  let good: CountingNode | undefined;
+  let bad: ScriptedNode | undefined;
+  let badSeen = 0;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    good = await countingNode(1);
+    bad = await startScriptedNode((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        badSeen++;
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"down"}}');
+      });
+    });
+    t = await startTestSluice(
+      basicConfig([good.url, bad.url], WORKERS, {
+        pool: '    health: { outlier: { consecutive_failures: 3, base_ejection_ms: 60000 } }',
+        route: '    retries: { max: 0 }',
+      }),
+    );
+  });
+  after(async () => {
+    await t?.close();
+    await good?.close();
+    await bad?.close();
+  });
+
+  it('ejects a node on the failures of both threads together, once, in both threads', async () => {
+    const statuses: number[] = [];
+    // One request at a time, a little apart: the verdict reaches the other thread within 20 ms.
+    for (let i = 0; i < 30; i++) {
+      statuses.push((await post(t!.url)).status);
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    assert.equal(badSeen, 3, `the failing node got ${badSeen} requests (statuses ${statuses.join(' ')})`);
+    assert.equal(statuses.filter((s) => s === 500 || s === 502).length, 3);
+    const text = await metrics(t!);
+    assert.equal(sample(text, 'sluice_health_events_total{pool="gpu",kind="ejected"}'), 1);
+    assert.equal(sample(text, `sluice_upstream_available{pool="gpu",node="${bad!.url}"}`), 0);
+    const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.ok(main > 0 && worker > 0, `both threads served (${main} and ${worker})`);
+  });
+});
