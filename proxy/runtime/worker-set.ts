@@ -137,7 +137,8 @@ export class WorkerSet {
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => set.spawn(i + 1)));
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) {
-      await set.terminate();
+      // Stopped, not terminated: the workers that did start close their listeners first.
+      await set.stop(0);
       throw failed.reason as Error;
     }
     return set;

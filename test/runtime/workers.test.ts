@@ -523,3 +523,50 @@ describe('server.workers: 2 with outlier ejection', { timeout: 60_000 }, () => {
     assert.ok(main > 0 && worker > 0, `both threads served (${main} and ${worker})`);
   });
 });
+
+/** A plugin whose instances cannot be made in a worker thread. */
+const MAIN_ONLY_PLUGIN = `import { isMainThread } from 'node:worker_threads';
+export default {
+  name: 'main-only',
+  version: '1.0.0',
+  create() {
+    if (!isMainThread) throw new Error('no instance in a worker thread');
+    return {};
+  },
+};
+`;
+
+describe('server.workers: 2 when a worker cannot start', { timeout: 30_000 }, () => {
+  it('refuses to start, names the worker and the reason, and frees the port', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const port = (holder.address() as AddressInfo).port;
+    await new Promise((r) => holder.close(r));
+    const yaml = `${basicConfig(['http://127.0.0.1:9'], WORKERS, { route: '    plugins: [only]' })}plugins:
+  - name: only
+    use: ./main-only.mjs
+`.replace(
+      /listeners:\n  - name: public\n    address: 127.0.0.1\n    port: 0/,
+      `listeners:\n  - name: public\n    address: 127.0.0.1\n    port: ${port}`,
+    );
+    let started: TestSluice | undefined;
+    try {
+      started = await startTestSluice(yaml, {
+        before: (dir) => writeFile(join(dir, 'main-only.mjs'), MAIN_ONLY_PLUGIN),
+      });
+    } catch (e) {
+      assert.match((e as Error).message, /worker 1 could not start: .*no instance in a worker thread/);
+    }
+    if (started !== undefined) {
+      await started.close();
+      assert.fail('Sluice started with a worker that could not');
+    }
+    // Everything the main thread bound was closed: the port can be bound again.
+    const again = createServer();
+    await new Promise<void>((resolve, reject) => {
+      again.once('error', reject);
+      again.listen(port, '127.0.0.1', resolve);
+    });
+    await new Promise((r) => again.close(r));
+  });
+});
