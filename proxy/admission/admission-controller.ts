@@ -162,6 +162,8 @@ export class AdmissionController {
   private waiting = false;
   /** `drain`, then wait again if requests are still queued: what a wake-up runs. */
   private readonly onWake: () => void;
+  /** `drain` from a microtask (a wait that is pending stays pending). */
+  private readonly drainSoon = (): void => this.drain();
 
   constructor(options: AdmissionOptions = {}) {
     this.maxQueue = options.maxQueue ?? 1024;
@@ -345,7 +347,7 @@ export class AdmissionController {
     if (this.sharedCells !== null) {
       // A slot another thread freed before this request was queued there is taken by a drain.
       this.awaitWake();
-      if (this.inFlightAll < this.effectiveLimit) queueMicrotask(this.onWake);
+      if (this.inFlightAll < this.effectiveLimit) queueMicrotask(this.drainSoon);
     }
     return 'queued';
   }
