@@ -71,9 +71,12 @@ export class SharedMemoryStore implements RateLimitStore {
     const r = this.table.record('bucket', `${unit}\n${key}`);
     const now = this.clock();
     const b = new SharedBucket(key, unit, capacity, ratePerMs, now, r.floats, r.float);
+    // A record no thread has filled yet has no refill time (the clock never reads 0): whichever
+    // thread takes the lock first fills it, so another thread that found the record claimed but not
+    // yet filled never refills it from zero.
     this.table.lock();
     try {
-      if (r.fresh && r.floats[r.float + 1] === 0) {
+      if (r.floats[r.float + 1] === 0) {
         r.floats[r.float] = capacity;
         r.floats[r.float + 1] = now;
       } else refillShared(b, now);
