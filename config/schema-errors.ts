@@ -213,6 +213,16 @@ function issueFor(error: ErrorObject, schema: Json, path: ConfigPath): ConfigIss
 export function mapSchemaErrors(errors: readonly ErrorObject[], data: unknown): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   const seen = new Set<string>();
+  // A value that matches none of an `anyOf`'s forms, where the schema words that in one message
+  // (`anyOfMessage`), gets that message alone, not one complaint per form.
+  const oneMessage = new Map<string, ErrorObject>();
+  for (const e of errors)
+    if (
+      e.keyword === 'anyOf' &&
+      isRecord(e.parentSchema) &&
+      typeof e.parentSchema['anyOfMessage'] === 'string'
+    )
+      oneMessage.set(e.instancePath, e);
   const typeErrorPointers = new Set(errors.filter((e) => e.keyword === 'type').map((e) => e.instancePath));
   const missing = new Map<string, { issue: ConfigIssue; names: string[] }>();
 
@@ -220,6 +230,17 @@ export function mapSchemaErrors(errors: readonly ErrorObject[], data: unknown): 
     const schema: Json = isRecord(error.parentSchema) ? error.parentSchema : {};
     const path = pointerToPath(error.instancePath, data);
     const valueHasTypeError = error.propertyName === undefined && typeErrorPointers.has(error.instancePath);
+    const summary = oneMessage.get(error.instancePath);
+    if (summary !== undefined && error.propertyName === undefined) {
+      if (error !== summary) continue;
+      const message = String((summary.parentSchema as Json)['anyOfMessage']);
+      issues.push({
+        path,
+        anchor: 'value',
+        message: `${message} (got ${describeValueAt(error.data, path)})`,
+      });
+      continue;
+    }
     if (error.keyword !== 'type' && valueHasTypeError) continue;
 
     if (error.keyword === 'required') {

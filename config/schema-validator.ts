@@ -10,11 +10,13 @@ import { schemaFilePath } from './sluice-root.js';
  * Creates the ajv instance the config schema is compiled with: every error reported (not just the
  * first), defaults inserted into the data, failing values and schemas kept on errors for messages.
  * `patternErrorMessage` is the editors' (VS Code, yaml-language-server) annotation for a readable
- * pattern message; ajv only needs to know it.
+ * pattern message; ajv only needs to know it. `anyOfMessage` is Sluice's own: the one message for a
+ * value that matches none of the forms an `anyOf` allows (`schema-errors.ts`).
  */
 function createAjv(): Ajv {
   const ajv = new Ajv({ allErrors: true, useDefaults: true, verbose: true, strict: true });
   ajv.addKeyword('patternErrorMessage');
+  ajv.addKeyword('anyOfMessage');
   return ajv;
 }
 

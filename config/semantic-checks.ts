@@ -527,64 +527,117 @@ function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
   checkRedisStore(data['plugin_store'], ['plugin_store'], issues);
 }
 
+/** A feature of a config whose state each thread would keep for itself (`perThreadFeatures`). */
+export interface PerThreadFeature {
+  path: ConfigPath;
+  /** What it is, as the start of a sentence: "the batch API (its job worker and files)". */
+  what: string;
+  /** What to do instead, as a clause: "run it in a Sluice of its own". */
+  instead: string;
+  /**
+   * True where threads would serve it, but worse than one thread: each thread learns alone, like
+   * instances that share nothing. A number of threads accepts it; `auto` keeps one thread for it.
+   */
+  learnsPerThread?: boolean;
+}
+
 /**
- * `server.workers` above 1: every thread keeps its own copy of some state still, so the features
- * that rest on such state are refused, one issue each, rather than enforced N times over.
+ * Whether this Node can bind a `node:net` listener with `SO_REUSEPORT` (`reusePort`, Node 22.12 and
+ * 23.1 on): without it, Sluice's own HTTP/1.1 engine (`pipelining` > 0) cannot share a port across
+ * threads.
+ */
+export function netReusePort(version: string = process.versions.node): boolean {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
+}
+
+/**
+ * The features of `data` (the defaults-applied config) that rest on state each thread would keep
+ * for itself, so that `server.workers` above 1 cannot serve them: an explicit number of threads is
+ * refused with one error each, and `auto` resolves to one thread while any is present.
+ */
+export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort()): PerThreadFeature[] {
+  const out: PerThreadFeature[] = [];
+  for (const [i, l] of entries(data['listeners'])) {
+    const p = l['pipelining'];
+    if (typeof p === 'number' && p > 0 && !reusePort)
+      out.push({
+        path: ['listeners', i, 'pipelining'],
+        what: `listener ${JSON.stringify(l['name'])} on Sluice's own HTTP/1.1 engine (pipelining above 0; sharing its port needs Node 22.12 or later, this is ${process.versions.node})`,
+        instead: 'set pipelining to 0 (uWebSockets.js), or run Node 22.12 or later',
+      });
+    if (l['tls'] !== undefined)
+      out.push({
+        path: ['listeners', i, 'tls'],
+        what: 'a TLS listener (its certificate swaps)',
+        instead: 'terminate TLS in front of Sluice',
+      });
+  }
+  if (data['batch_api'] !== undefined)
+    out.push({
+      path: ['batch_api'],
+      what: 'the batch API (its job worker and files)',
+      instead: 'run it in a Sluice of its own',
+    });
+  for (const [i, p] of entries(data['pools'])) {
+    const b = p['balance'];
+    const kind = isRecord(b) ? b['kind'] : undefined;
+    if (kind === 'cache-aware' || kind === 'least-response-time')
+      out.push({
+        path: ['pools', i, 'balance', 'kind'],
+        what: `pool ${JSON.stringify(p['name'])}'s ${kind} balancing (${kind === 'cache-aware' ? 'its prefix index and ' : ''}the prefill queue and node speeds it learns, which each thread would learn from its own requests alone)`,
+        instead: 'set server.workers to a number of threads to run it on threads all the same',
+        learnsPerThread: true,
+      });
+    const a = p['admission'];
+    if (!isRecord(a)) continue;
+    if (a['adaptive'] !== undefined)
+      out.push({
+        path: ['pools', i, 'admission', 'adaptive'],
+        what: 'the adaptive admission limit (its latency samples)',
+        instead: 'use the static max_in_flight_per_node, whose counts are shared',
+      });
+    const reserve = a['reserve_per_node'];
+    if (typeof reserve === 'number' && reserve > 0)
+      out.push({
+        path: ['pools', i, 'admission', 'reserve_per_node'],
+        what: 'reserve_per_node (its per-tenant counts)',
+        instead: 'set reserve_per_node to 0',
+      });
+  }
+  for (const [i, r] of entries(data['routes'])) {
+    if (r['batching'] !== undefined)
+      out.push({
+        path: ['routes', i, 'batching'],
+        what: 'micro-batching (its batch windows)',
+        instead: 'remove batching from the route',
+      });
+    if (r['sticky_header'] !== undefined)
+      out.push({
+        path: ['routes', i, 'sticky_header'],
+        what: 'a sticky header (its session table)',
+        instead: 'remove sticky_header',
+      });
+  }
+  return out;
+}
+
+/**
+ * `server.workers` set to a number above 1: every thread keeps its own copy of some state still, so
+ * the features that rest on such state are refused, one issue each, rather than enforced N times
+ * over. (`auto` is not refused: it resolves to one thread where such a feature is present.)
  */
 function checkWorkers(data: Json, issues: ConfigIssue[]): void {
   const server = data['server'];
   const workers = isRecord(server) ? server['workers'] : undefined;
   if (typeof workers !== 'number' || workers <= 1) return;
-  const refuse = (path: ConfigPath, what: string, instead: string): void => {
+  for (const f of perThreadFeatures(data)) {
+    if (f.learnsPerThread === true) continue;
     issues.push({
-      path,
+      path: f.path,
       anchor: 'key',
-      message: `${what} is not shared across worker threads yet, so server.workers ${workers} cannot serve it; ${instead}, or set server.workers to 1`,
+      message: `${f.what} is not shared across worker threads yet, so server.workers ${workers} cannot serve it; ${f.instead}, or set server.workers to 1 (or auto)`,
     });
-  };
-  for (const [i, l] of entries(data['listeners'])) {
-    const p = l['pipelining'];
-    if (typeof p === 'number' && p > 0)
-      issues.push({
-        path: ['listeners', i, 'pipelining'],
-        anchor: 'key',
-        message: `server.workers ${workers} needs uWebSockets.js listeners (pipelining: 0): Sluice's own HTTP/1.1 engine cannot share a port across threads on Node 20; set pipelining to 0, or set server.workers to 1`,
-      });
-    if (l['tls'] !== undefined)
-      refuse(
-        ['listeners', i, 'tls'],
-        'a TLS listener (its certificate swaps)',
-        'terminate TLS in front of Sluice',
-      );
-  }
-  if (data['batch_api'] !== undefined)
-    refuse(['batch_api'], 'the batch API (its job worker and files)', 'run it in a Sluice of its own');
-  for (const [i, p] of entries(data['pools'])) {
-    const a = p['admission'];
-    if (!isRecord(a)) continue;
-    if (a['adaptive'] !== undefined)
-      refuse(
-        ['pools', i, 'admission', 'adaptive'],
-        'the adaptive admission limit (its latency samples)',
-        'use the static max_in_flight_per_node, whose counts are shared',
-      );
-    const reserve = a['reserve_per_node'];
-    if (typeof reserve === 'number' && reserve > 0)
-      refuse(
-        ['pools', i, 'admission', 'reserve_per_node'],
-        'reserve_per_node (its per-tenant counts)',
-        'set reserve_per_node to 0',
-      );
-  }
-  for (const [i, r] of entries(data['routes'])) {
-    if (r['batching'] !== undefined)
-      refuse(
-        ['routes', i, 'batching'],
-        'micro-batching (its batch windows)',
-        'remove batching from the route',
-      );
-    if (r['sticky_header'] !== undefined)
-      refuse(['routes', i, 'sticky_header'], 'a sticky header (its session table)', 'remove sticky_header');
   }
 }
 

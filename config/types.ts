@@ -343,8 +343,12 @@ export interface ServerConfig {
   drain_timeout_ms: number;
   /** Debounce for the config file watcher. Default 100. */
   reload_debounce_ms: number;
-  /** Threads serving the listeners on the same ports (1: the main thread only). Default 1. */
-  workers: number;
+  /**
+   * Threads serving the listeners on the same ports (1: the main thread only); `auto`: one per core
+   * this process may use, or 1 where the config holds a per-thread feature (`thread-count.ts`).
+   * Default `auto`.
+   */
+  workers: number | 'auto';
   /** Shedding new requests while Sluice itself is overloaded. */
   overload: OverloadConfig;
 }

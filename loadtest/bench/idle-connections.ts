@@ -23,6 +23,11 @@ import { startSluiceChild, type SluiceChild } from '../env/sluice-process.js';
 
 const count = Number(process.env['BENCH_IDLE_CONNECTIONS'] ?? 10_000);
 const engines = (process.env['BENCH_ENGINES'] ?? 'uws,net').split(',');
+/**
+ * The cores `server.workers: auto` counts in the Sluice child (`--cores`): 1 by default, the
+ * footprint of one thread; the machine's core count shows what the shipped default costs there.
+ */
+const cores = Number(process.env['BENCH_CORES'] ?? 1);
 /** How long opening every connection and reading every answer may take, ms. */
 const OPEN_DEADLINE_MS = 60_000;
 /** Connections being opened at once. */
@@ -113,8 +118,12 @@ async function runEngine(engine: string, node: string): Promise<void> {
         `pools:\n  - name: gpu\n    nodes:\n      - url: ${node}\n` +
         'routes:\n  - name: all\n    match: {}\n    pool: gpu\n',
       'public',
+      15_000,
+      cores,
     );
     const admin = `http://127.0.0.1:${adminPort}`;
+    const view = (await (await fetch(`${admin}/admin/config`)).json()) as { threads?: number };
+    const threads = view.threads ?? 1;
     await new Promise((r) => setTimeout(r, 1000));
     const before = await rssMiB(sluice.pid);
     const started = performance.now();
@@ -131,7 +140,7 @@ async function runEngine(engine: string, node: string): Promise<void> {
     const closed = await rssMiB(sluice.pid);
     const perConn = ((open - before) * 1024) / count;
     process.stdout.write(
-      `| ${engine} | ${count} | ${held} | ${before.toFixed(1)} | ${open.toFixed(1)} | ${perConn.toFixed(1)} | ` +
+      `| ${engine} | ${threads} | ${count} | ${held} | ${before.toFixed(1)} | ${open.toFixed(1)} | ${perConn.toFixed(1)} | ` +
         `${closed.toFixed(1)} | ${(openMs / 1000).toFixed(1)} |\n`,
     );
   } finally {
@@ -150,8 +159,8 @@ async function main(): Promise<void> {
     );
     fleet = await startOneFastNode();
     process.stdout.write(
-      '| engine | idle connections | held by Sluice | RSS before, MiB | RSS with all open, MiB | KiB per connection | RSS after close, MiB | seconds to open |\n' +
-        '| --- | --: | --: | --: | --: | --: | --: | --: |\n',
+      '| engine | threads | idle connections | held by Sluice | RSS before, MiB | RSS with all open, MiB | KiB per connection | RSS after close, MiB | seconds to open |\n' +
+        '| --- | --: | --: | --: | --: | --: | --: | --: | --: |\n',
     );
     for (const engine of engines) await runEngine(engine, fleet.urls[0]!);
   } finally {

@@ -42,7 +42,10 @@ const ADMIN_LINE = /admin API on (http:\/\/\S+)/;
 
 /**
  * Starts Sluice with `configText` (placeholders already filled in) and resolves once the listener
- * named `listener` (null = the first one logged) and the admin API are up. Rejects with
+ * named `listener` (null = the first one logged) and the admin API are up. `server.workers: auto`
+ * counts `cores` (`--cores`; default 1): the load generator and the simulated fleet share this
+ * machine's cores, and variants compared side by side run on as many threads as one another
+ * unless a config sets `server.workers` itself. Rejects with
  * `SLUICE_LOADTEST_SLUICE_START_FAILED` and the child's last log lines when it exits or is not up
  * within `timeoutMs`.
  */
@@ -50,6 +53,7 @@ export async function startSluiceChild(
   configText: string,
   listener: string | null,
   timeoutMs = 15_000,
+  cores = 1,
 ): Promise<SluiceChild> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-loadtest-'));
   const file = join(dir, 'sluice.yaml');
@@ -67,7 +71,14 @@ export async function startSluiceChild(
   };
   const failure = { code: LoadtestErrorCode.sluiceStartFailed, what: 'the Sluice child process' };
   const child = await writeFile(file, configText)
-    .then(() => startChild(['serve', '--config', file, '--no-watch'], isReady, failure, timeoutMs))
+    .then(() =>
+      startChild(
+        ['serve', '--config', file, '--no-watch', '--cores', String(cores)],
+        isReady,
+        failure,
+        timeoutMs,
+      ),
+    )
     .catch(async (err: unknown) => {
       await rm(dir, { recursive: true, force: true });
       throw err;

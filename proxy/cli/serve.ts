@@ -12,9 +12,17 @@ import { tuneV8 } from '../runtime/v8-tuning.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { holdHangups, takeHeldHangups } from './held-hangups.js';
 
-function parseArgs(argv: string[], defaultConfig: string): { config: string; watch: boolean } | string {
+interface ServeArgs {
+  config: string;
+  watch: boolean;
+  /** `--cores N`: the cores `server.workers: auto` counts, instead of the machine's. */
+  cores: number | undefined;
+}
+
+function parseArgs(argv: string[], defaultConfig: string): ServeArgs | string {
   let config = defaultConfig;
   let watch = true;
+  let cores: number | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--config' || a === '-c') {
@@ -23,16 +31,24 @@ function parseArgs(argv: string[], defaultConfig: string): { config: string; wat
       config = v;
     } else if (a?.startsWith('--config=')) config = a.slice('--config='.length);
     else if (a === '--no-watch') watch = false;
-    else return `unknown option ${a ?? ''}`;
+    else if (a === '--cores' || a?.startsWith('--cores=')) {
+      const v = a === '--cores' ? argv[++i] : a.slice('--cores='.length);
+      const n = Number(v);
+      if (v === undefined || v === '' || !Number.isInteger(n) || n < 1 || n > 1024)
+        return `--cores needs a whole number of cores from 1 to 1024 (got ${v === undefined ? 'nothing' : JSON.stringify(v)})`;
+      cores = n;
+    } else return `unknown option ${a ?? ''}`;
   }
-  return { config: resolve(config), watch };
+  return { config: resolve(config), watch, cores };
 }
 
 /** Runs until a termination signal; resolves to the exit code. */
 export async function runServe(argv: string[], defaultConfig: string): Promise<number> {
   const args = parseArgs(argv, defaultConfig);
   if (typeof args === 'string') {
-    process.stderr.write(`sluice serve: ${args}\nusage: sluice serve [--config FILE] [--no-watch]\n`);
+    process.stderr.write(
+      `sluice serve: ${args}\nusage: sluice serve [--config FILE] [--no-watch] [--cores N]\n`,
+    );
     return 2;
   }
   holdHangups();
@@ -40,7 +56,12 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
   const log = createLogger(levelFromEnv('info'));
   let sluice;
   try {
-    sluice = await startSluice({ configPath: args.config, watch: args.watch, logger: log });
+    sluice = await startSluice({
+      configPath: args.config,
+      watch: args.watch,
+      logger: log,
+      ...(args.cores === undefined ? {} : { cores: args.cores }),
+    });
   } catch (e) {
     if (e instanceof ConfigInvalidError) {
       process.stderr.write(`sluice serve: ${args.config} is not a valid config:\n${e.errors.join('\n')}\n`);
@@ -80,7 +101,7 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
         return;
       }
       const left = Math.max(0, Math.round(deadline - nowMs()));
-      const state = `${sluice.stats.inFlight} in flight, deadline in ${left} ms`;
+      const state = `${sluice.stats.inFlightAll} in flight, deadline in ${left} ms`;
       log.info(
         s === 'SIGHUP' ? `SIGHUP: ignored while draining (${state})` : `${s}: already draining (${state})`,
       );
@@ -93,7 +114,7 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
       void sluice.reload();
     }
   });
-  log.info(`${signal}: draining ${sluice.stats.inFlight} in-flight requests (up to ${timeout} ms)`);
+  log.info(`${signal}: draining ${await sluice.inFlightNow()} in-flight requests (up to ${timeout} ms)`);
   const cut = await sluice.drain(timeout);
   if (cut === 0) log.info('drained; exiting');
   else {

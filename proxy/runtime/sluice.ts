@@ -36,6 +36,9 @@ import { SharedTable } from './shared-table.js';
 import { sharedListenerPorts } from '../server/proxy-server.js';
 import { absorbStatsDelta, DeltaMemo, takeStatsDelta, type StatsDelta } from '../metrics/stats-delta.js';
 import { WorkerSet } from './worker-set.js';
+import { availableCores, resolveThreads, type ThreadCount } from './thread-count.js';
+import { perThreadFeatures } from '../../config/semantic-checks.js';
+import { formatConfigPath } from '../../config/config-issue.js';
 import {
   HEALTH_MIRROR_MS,
   judgeOutcomes,
@@ -63,6 +66,11 @@ export interface SluiceOptions {
   /** Watch the file's directory and reload on change. Default true. */
   watch?: boolean;
   logger?: Logger;
+  /**
+   * The cores `server.workers: auto` counts (thread-count.ts); default: those this process may use
+   * (`availableCores`). An embedder that wants one thread whatever the machine passes 1.
+   */
+  cores?: number;
 }
 
 /** The outcome of a reload, as the admin API returns it. */
@@ -172,6 +180,8 @@ export class Sluice {
   private queuedFromWatch = false;
   /** The worker threads (`server.workers` above 1), in the main thread; null otherwise. */
   workers: WorkerSet | null = null;
+  /** How many threads serve the listeners, and why (fixed at start). */
+  threadCount: ThreadCount = { threads: 1, reason: 'server.workers 1' };
   /** In a worker thread: what its metric reports already counted (stats-delta.ts). */
   private readonly reported = new DeltaMemo();
   /** In a worker thread: its attempt outcomes on their way to the main thread (health-mirror.ts). */
@@ -209,8 +219,10 @@ export class Sluice {
     watchFile: boolean,
     plugins: readonly LoadedPlugin[] = [],
     text?: string,
+    count: ThreadCount = resolveThreads(config, 1),
   ): Promise<void> {
-    const threads = config.server.workers;
+    const threads = count.threads;
+    this.threadCount = count;
     if (threads > 1 && !this.shared.shared)
       throw new Error(
         'server.workers above 1 needs a Sluice made with a SharedTable in shared memory (startSluice makes one)',
@@ -286,8 +298,8 @@ export class Sluice {
           (index, delta) => this.absorbWorker(index, delta),
           (batches) => judgeOutcomes(this.plan, batches),
         );
-        this.log.info(`serving with ${threads} threads (server.workers)`);
       }
+      this.log.info(`serving with ${threads} ${threads === 1 ? 'thread' : 'threads'} (${count.reason})`);
       this.serving = true;
       this.batch?.startWorker();
       if (watchFile)
@@ -352,6 +364,8 @@ export class Sluice {
         version: this.plan.version,
         digest: this.plan.digest,
         applied_at: this.plan.appliedAt.toISOString(),
+        threads: this.threadCount.threads,
+        threads_reason: this.threadCount.reason,
         config: redactedConfig(this.plan.config),
       }),
       nodesView: () => this.nodesView(),
@@ -578,6 +592,18 @@ export class Sluice {
       return this.rejectReload([
         `${this.configPath}: ${fixed.join(', ')} changed, which cannot change while running; restart Sluice to apply it`,
       ]);
+    }
+    // `auto` chose the threads at start; what they cannot share waits for a restart, which will
+    // choose one thread for it. (A number above 1 already refused it at load.)
+    if (this.threadCount.threads > 1 && loaded.config.server.workers === 'auto') {
+      const perThread = perThreadFeatures(loaded.config as unknown as Record<string, unknown>);
+      if (perThread.length > 0)
+        return this.rejectReload(
+          perThread.map(
+            (f) =>
+              `${this.configPath}: ${formatConfigPath(f.path)}: ${f.what} is not shared across worker threads yet, and this process serves with ${this.threadCount.threads} threads (${this.threadCount.reason}); restart Sluice to serve it on one thread${f.learnsPerThread === true ? '' : `, or ${f.instead}`}`,
+          ),
+        );
     }
     const tls = await this.loadTls(loaded.config);
     if (Array.isArray(tls)) return this.rejectReload(tls);
@@ -812,6 +838,19 @@ export class Sluice {
   }
 
   /**
+   * Requests in flight in every thread: the worker threads are asked for a report first, so the
+   * figure is current (the last reports stand for a worker that does not answer in time).
+   */
+  async inFlightNow(): Promise<number> {
+    try {
+      await this.workers?.report();
+    } catch {
+      // A worker that did not answer: its last report counts.
+    }
+    return this.stats.inFlightAll;
+  }
+
+  /**
    * Graceful stop: refuse new connections, let in-flight requests finish for up to `timeoutMs`,
    * then end what is left and close everything. Resolves to the number of requests ended at the
    * deadline (0: everything finished in time).
@@ -926,9 +965,10 @@ export async function startSluice(options: SluiceOptions): Promise<Sluice> {
   }
   const loaded = await loadConfigText(text, options.configPath);
   if (!loaded.ok) throw new ConfigInvalidError(loaded.errors.map(formatConfigError));
-  const shared = new SharedTable({ shared: loaded.config.server.workers > 1 });
+  const count = resolveThreads(loaded.config, options.cores ?? (await availableCores()));
+  const shared = new SharedTable({ shared: count.threads > 1 });
   const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'), shared);
-  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? [], text);
+  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? [], text, count);
   return sluice;
 }
 

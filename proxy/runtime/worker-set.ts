@@ -156,7 +156,10 @@ export class WorkerSet {
 
   private spawn(index: number): Promise<void> {
     const data: WorkerBoot = { ...this.boot, index, text: this.text };
-    const worker = new Worker(new URL('./worker-main.js', import.meta.url), { workerData: data });
+    const worker = new Worker(new URL('./worker-main.js', import.meta.url), {
+      workerData: data,
+      execArgv: workerExecArgv(process.execArgv),
+    });
     const thread = new WorkerThread(index, worker);
     const at = this.threads.findIndex((t) => t.index === index);
     if (at >= 0) this.threads[at] = thread;
@@ -262,4 +265,23 @@ export class WorkerSet {
       }),
     );
   }
+}
+
+/**
+ * The process's Node options for a worker thread, without those that name the main script's source
+ * (`-e CODE`, `-p CODE`, `--input-type`): a Sluice embedded in `node --input-type=module -e ...`
+ * would otherwise start workers that Node refuses (`ERR_INPUT_TYPE_NOT_ALLOWED`) for a file.
+ */
+export function workerExecArgv(execArgv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const a = execArgv[i]!;
+    if (a === '-e' || a === '--eval' || a === '-p' || a === '--print' || a === '--input-type') {
+      i++; // and its value
+      continue;
+    }
+    if (a.startsWith('--input-type=') || a.startsWith('--eval=') || a.startsWith('--print=')) continue;
+    out.push(a);
+  }
+  return out;
 }

@@ -32,6 +32,8 @@ export class NetListener {
   private readonly forget = (c: NetConnection): void => {
     this.connections.delete(c);
     this.rt.stats.connections--;
+    const all = this.rt.sharedConnections;
+    if (all !== null) Atomics.sub(all.cells, all.cell, 1);
   };
 
   constructor(
@@ -52,14 +54,20 @@ export class NetListener {
     );
   }
 
-  /** Binds the configured address and port; resolves to the bound port. */
-  async listen(): Promise<number> {
+  /**
+   * Binds the configured address and port; resolves to the bound port. `shared`: with
+   * `SO_REUSEPORT` (`reusePort`, Node 22.12 and later), for the threads of `server.workers`, which
+   * all bind the port the main thread checked free.
+   */
+  async listen(shared = false): Promise<number> {
     const cfg = this.rt.config;
     await new Promise<void>((resolve, reject) => {
       const fail = (err: Error): void =>
         reject(new Error(`listener ${cfg.name}: cannot bind ${cfg.address}:${cfg.port} (${err.message})`));
       this.server.once('error', fail);
-      this.server.listen({ host: cfg.address, port: cfg.port, backlog: 1024 }, () => {
+      // `reusePort` is not in Node 20's typings; Node 22.12 and later read it.
+      const options = { host: cfg.address, port: cfg.port, backlog: 1024, reusePort: shared };
+      this.server.listen(options, () => {
         this.server.off('error', fail);
         resolve();
       });
@@ -78,7 +86,17 @@ export class NetListener {
   private onConnection(socket: Socket): void {
     const st = this.rt.stats;
     const cap = this.rt.config.max_connections;
-    if ((cap > 0 && st.connections >= cap) || this.host.draining) {
+    // With worker threads the cap counts every thread's connections.
+    const all = this.rt.sharedConnections;
+    const open = all === null ? st.connections : Atomics.load(all.cells, all.cell);
+    if ((cap > 0 && open >= cap) || this.host.draining) {
+      st.refused++;
+      socket.destroy();
+      return;
+    }
+    if (all !== null && cap > 0 && Atomics.add(all.cells, all.cell, 1) >= cap) {
+      // Another thread took the last place between the load and the add.
+      Atomics.sub(all.cells, all.cell, 1);
       st.refused++;
       socket.destroy();
       return;

@@ -134,8 +134,10 @@ export class ProxyServer implements SessionHost {
     for (const config of configs) {
       const rt = new ListenerRuntime(config, this.stats.listener(config.name), this, this.listeners.length);
       if (config.pipelining > 0) {
+        if (shared && config.max_connections > 0 && this.shared !== null)
+          rt.sharedConnections = this.shared.record('conn', config.name);
         const net = new NetListener(rt, this.intake, this, tls.get(config.name) ?? null);
-        const port = await net.listen();
+        const port = await net.listen(shared);
         const proto = net.tls === null ? 'http' : 'https';
         this.listeners.push({ rt, proto, app: null, tls: net.tls, net, socket: null, port });
         continue;
@@ -321,10 +323,6 @@ export class ProxyServer implements SessionHost {
 export async function sharedListenerPorts(configs: readonly ListenerConfig[]): Promise<ListenerConfig[]> {
   const out: ListenerConfig[] = [];
   for (const c of configs) {
-    if (c.pipelining > 0) {
-      out.push(c);
-      continue;
-    }
     const port = await new Promise<number>((resolve, reject) => {
       const probe = createServer();
       probe.once('error', () =>

@@ -62,7 +62,7 @@ void describe('config/default.yaml', () => {
     assert.deepEqual(config.server, {
       drain_timeout_ms: 30000,
       reload_debounce_ms: 100,
-      workers: 1,
+      workers: 'auto',
       overload: OVERLOAD_DEFAULTS,
     });
     assert.equal(config.pools.length, 1);
@@ -129,7 +129,12 @@ void describe('config/examples', () => {
         },
       ],
       admin: { address: '127.0.0.1', port: 9901 },
-      server: { drain_timeout_ms: 30000, reload_debounce_ms: 100, workers: 1, overload: OVERLOAD_DEFAULTS },
+      server: {
+        drain_timeout_ms: 30000,
+        reload_debounce_ms: 100,
+        workers: 'auto',
+        overload: OVERLOAD_DEFAULTS,
+      },
       metrics: { window_slices: 6, window_slice_ms: 10000 },
       pools: [
         {

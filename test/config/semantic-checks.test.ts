@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createClient } from 'redis';
 import { parseConfig } from '../../config/loader.js';
+import { netReusePort, perThreadFeatures } from '../../config/semantic-checks.js';
 import { BASE_LINES, configOf, errorsOf, onlyErrorOf, placesOf, yamlLines } from './config-fixtures.js';
 
 const POOLS = [
@@ -413,10 +414,13 @@ void describe('server.workers', () => {
       ),
     );
     assert.equal(c.server.workers, 4);
-    assert.equal(configOf(yamlLines(...BASE_LINES)).server.workers, 1, 'the default');
+    assert.equal(configOf(yamlLines(...BASE_LINES)).server.workers, 'auto', 'the default');
+    assert.equal(configOf(yamlLines('server: {workers: auto}', ...BASE_LINES)).server.workers, 'auto');
   });
 
   void it('refuses, one error each, what each thread would keep for itself', () => {
+    // From Node 22.12 the own engine shares its port (the next test): no error for pipelining there.
+    const ownEngine = !netReusePort();
     const errors = errorsOf(
       yamlLines(
         'server: {workers: 2}',
@@ -429,24 +433,83 @@ void describe('server.workers', () => {
       ),
     );
     assert.deepEqual(placesOf(errors), [
-      '2:60 listeners[0].pipelining',
+      ...(ownEngine ? ['2:60 listeners[0].pipelining'] : []),
       '5:44 pools[0].admission.reserve_per_node',
       '5:65 pools[0].admission.adaptive',
       '7:64 routes[0].batching',
     ]);
     const byPath = new Map(errors.map((e) => [e.path, e.message]));
-    assert.match(byPath.get('listeners[0].pipelining')!, /needs uWebSockets\.js listeners \(pipelining: 0\)/);
+    if (ownEngine)
+      assert.match(
+        byPath.get('listeners[0].pipelining')!,
+        /^listener "public" on Sluice's own HTTP\/1\.1 engine .* needs Node 22\.12 or later, this is [\d.]+\) is not shared across worker threads yet, so server\.workers 2 cannot serve it; set pipelining to 0/,
+      );
     assert.equal(
       byPath.get('pools[0].admission.adaptive'),
-      'the adaptive admission limit (its latency samples) is not shared across worker threads yet, so server.workers 2 cannot serve it; use the static max_in_flight_per_node, whose counts are shared, or set server.workers to 1',
+      'the adaptive admission limit (its latency samples) is not shared across worker threads yet, so server.workers 2 cannot serve it; use the static max_in_flight_per_node, whose counts are shared, or set server.workers to 1 (or auto)',
     );
     assert.match(byPath.get('routes[0].batching')!, /micro-batching \(its batch windows\) is not shared/);
   });
 
-  void it('refuses workers beyond 64 and below 1 by the schema', () => {
-    for (const n of [0, 65]) {
-      const e = onlyErrorOf(yamlLines(`server: {workers: ${n}}`, ...BASE_LINES));
+  void it('refuses workers beyond 64, below 1 or other than auto by the schema, in one message', () => {
+    for (const [v, got] of [
+      ['0', '0'],
+      ['65', '65'],
+      ['2.5', '2.5'],
+      ['many', '"many"'],
+      ['true', 'true'],
+    ] as const) {
+      const e = onlyErrorOf(yamlLines(`server: {workers: ${v}}`, ...BASE_LINES));
       assert.equal(e.path, 'server.workers');
+      assert.equal(e.message, `must be auto or a number of threads from 1 to 64 (got ${got})`);
     }
+  });
+
+  void it('tells the own engine apart by the Node version: reusePort from 22.12 and 23.1', () => {
+    assert.equal(netReusePort('20.20.2'), false);
+    assert.equal(netReusePort('22.11.0'), false);
+    assert.equal(netReusePort('22.12.0'), true);
+    assert.equal(netReusePort('23.0.0'), false);
+    assert.equal(netReusePort('23.1.0'), true);
+    assert.equal(netReusePort('24.0.0'), true);
+    const data = {
+      listeners: [{ name: 'public', pipelining: 16 }],
+      pools: [{ name: 'gpu', balance: { kind: 'round-robin' } }],
+      routes: [],
+    };
+    assert.deepEqual(
+      perThreadFeatures(data, false).map((f) => f.path.join('.')),
+      ['listeners.0.pipelining'],
+    );
+    assert.deepEqual(perThreadFeatures(data, true), []);
+  });
+
+  void it('accepts a number of threads with a policy that learns per thread; auto counts it', () => {
+    const lines = (workers: string): string =>
+      yamlLines(
+        `server: {workers: ${workers}}`,
+        'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
+        'pools:',
+        '  - name: gpu',
+        '    balance: {kind: cache-aware}',
+        '    nodes: [{url: "http://127.0.0.1:9100"}]',
+        '  - name: other',
+        '    balance: {kind: least-response-time}',
+        '    nodes: [{url: "http://127.0.0.1:9101"}]',
+        'routes: [{name: all, pool: gpu}, {name: o, match: {path: /o}, pool: other}]',
+      );
+    assert.equal(configOf(lines('2')).server.workers, 2);
+    const features = perThreadFeatures(configOf(lines('auto')) as unknown as Record<string, unknown>);
+    assert.deepEqual(
+      features.map((f) => [f.path.join('.'), f.learnsPerThread]),
+      [
+        ['pools.0.balance.kind', true],
+        ['pools.1.balance.kind', true],
+      ],
+    );
+    assert.match(
+      features[0]!.what,
+      /^pool "gpu"'s cache-aware balancing \(its prefix index and the prefill queue/,
+    );
   });
 });

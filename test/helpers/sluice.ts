@@ -37,7 +37,7 @@ export function memoryLogger(lines: string[]): Logger {
  */
 export async function startTestSluice(
   yaml: string,
-  opts: { watch?: boolean; before?: (dir: string) => Promise<void> } = {},
+  opts: { watch?: boolean; before?: (dir: string) => Promise<void>; cores?: number } = {},
 ): Promise<TestSluice> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-test-'));
   const configPath = join(dir, 'sluice.yaml');
@@ -46,7 +46,14 @@ export async function startTestSluice(
   let sluice: Sluice;
   try {
     await opts.before?.(dir);
-    sluice = await startSluice({ configPath, watch: opts.watch ?? false, logger: memoryLogger(logs) });
+    // `server.workers: auto` counts one core unless a test asks for more: a test of one thread's
+    // behaviour must not depend on the machine it runs on (test/runtime/ tests the threads).
+    sluice = await startSluice({
+      configPath,
+      watch: opts.watch ?? false,
+      logger: memoryLogger(logs),
+      cores: opts.cores ?? 1,
+    });
   } catch (e) {
     await rm(dir, { recursive: true, force: true });
     throw e;

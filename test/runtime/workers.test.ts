@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
 import { startScriptedNode, tenantsSection, type ScriptedNode } from '../helpers/scripted-node.js';
 import { RawConnection } from '../helpers/raw-http.js';
+import { netReusePort } from '../../config/semantic-checks.js';
 import { basicConfig, startRefused, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
 
 const ANSWER = JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
@@ -414,6 +415,83 @@ describe('server.workers: 2 with max_concurrent and max_connections', { timeout:
     assert.equal(node!.seen.peak, 3);
   });
 });
+
+describe(
+  "server.workers: 2 on Sluice's own HTTP/1.1 engine (pipelining)",
+  {
+    timeout: 60_000,
+    skip: netReusePort()
+      ? false
+      : `Node ${process.versions.node} cannot share a node:net port (reusePort: 22.12 on)`,
+  },
+  () => {
+    let node: CountingNode | undefined;
+    let t: TestSluice | undefined;
+
+    before(async () => {
+      node = await countingNode(1);
+      const yaml = basicConfig([node.url], WORKERS).replace(
+        '    port: 0\nadmin:',
+        '    port: 0\n    pipelining: 16\n    max_connections: 8\nadmin:',
+      );
+      assert.ok(yaml.includes('pipelining: 16'));
+      t = await startTestSluice(yaml);
+    });
+    after(async () => {
+      await t?.close();
+      await node?.close();
+    });
+
+    it('serves the port from both threads, pipelined requests in order, the cap over both', async () => {
+      const open = async (): Promise<number | undefined> =>
+        sample(await metrics(t!), 'sluice_listener_connections{listener="public"}');
+      // Groups of 8, each on connections of its own, within the cap once the last group's closed.
+      const n = 32;
+      const statuses: number[] = [];
+      for (let g = 0; g < n / 8; g++) {
+        await waitFor(async () => (await open()) === 0, 5000, 'the last group to close its connections');
+        const replies = await Promise.all(Array.from({ length: 8 }, () => post(t!.url)));
+        statuses.push(...replies.map((r) => r.status));
+      }
+      assert.deepEqual(statuses, Array<number>(n).fill(200));
+      const text = await metrics(t!);
+      const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+      const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+      assert.equal(main + worker, n);
+      assert.ok(main > 0 && worker > 0, `both threads served (${main} and ${worker})`);
+
+      const conn = await RawConnection.open(t!.url);
+      try {
+        const get = (p: string): string => `GET ${p} HTTP/1.1\r\nHost: sluice.test\r\n\r\n`;
+        // Three requests in one write: uWebSockets.js would close the connection; the own engine
+        // answers each (their order is test/server/pipelining.test.ts's to check).
+        await conn.write(get('/v1/a') + get('/v1/b') + get('/v1/c'));
+        const statuses = [];
+        for (let i = 0; i < 3; i++) statuses.push((await conn.readResponse(5000)).status);
+        assert.deepEqual(statuses, [200, 200, 200]);
+      } finally {
+        conn.destroy();
+      }
+      await waitFor(async () => (await open()) === 0, 5000, 'the earlier connections to close');
+      const extra: RawConnection[] = [];
+      try {
+        for (let i = 0; i < 12; i++) extra.push(await RawConnection.open(t!.url));
+        let served = 0;
+        for (const c of extra) {
+          try {
+            await c.write('GET /nowhere HTTP/1.1\r\nHost: sluice.test\r\n\r\n');
+            if ((await c.readResponse(2000)).status === 200) served++;
+          } catch {
+            // Closed at accept: over the cap.
+          }
+        }
+        assert.equal(served, 8, 'connections beyond max_connections over both threads were closed');
+      } finally {
+        for (const c of extra) c.destroy();
+      }
+    });
+  },
+);
 
 describe('server.workers: 2 with admission', { timeout: 60_000 }, () => {
   let node: CountingNode | undefined;

@@ -1,0 +1,219 @@
+/**
+ * `server.workers: auto` (the default): one thread per core the process may use, or one while the
+ * config holds a feature whose state each thread would keep for itself. The count from a cgroup
+ * quota, the resolution, and a real Sluice started with auto on two cores: two threads serving one
+ * port, `/admin/config` saying how many and why, and a reload that would need one thread refused
+ * with its reason, while the old config keeps serving. `sluice serve --cores` is tested as a child.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { availableCores, quotaCpus, resolveThreads } from '../../proxy/runtime/thread-count.js';
+import { workerExecArgv } from '../../proxy/runtime/worker-set.js';
+import { configOf, yamlLines } from '../config/config-fixtures.js';
+import { startScriptedNode, type ScriptedNode } from '../helpers/scripted-node.js';
+import { basicConfig, chatRequest, startTestSluice, type TestSluice } from '../helpers/sluice.js';
+import { exitWithin, runSluice } from '../helpers/sluice-cli.js';
+
+const PLAIN = [
+  'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
+  'pools: [{name: gpu, nodes: [{url: "http://127.0.0.1:9100"}]}]',
+  'routes: [{name: all, pool: gpu}]',
+];
+
+describe('the cores auto counts', { timeout: 10_000 }, () => {
+  it('reads a cgroup v2 CPU quota, rounded up, and no quota as none', () => {
+    assert.equal(quotaCpus('200000 100000\n'), 2);
+    assert.equal(quotaCpus('150000 100000'), 2);
+    assert.equal(quotaCpus('50000 100000'), 1);
+    assert.equal(quotaCpus('max 100000\n'), null);
+    assert.equal(quotaCpus(''), null);
+    assert.equal(quotaCpus('garbage here'), null);
+  });
+
+  it('caps the CPUs the affinity mask allows by the quota in the file, and ignores a missing file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-cpu-max-'));
+    try {
+      const file = join(dir, 'cpu.max');
+      await writeFile(file, '100000 100000\n');
+      assert.equal(await availableCores(file), 1);
+      await writeFile(file, 'max 100000\n');
+      assert.equal(await availableCores(file), availableParallelism());
+      assert.equal(await availableCores(join(dir, 'missing')), availableParallelism());
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the Node options a worker thread starts with', { timeout: 10_000 }, () => {
+  it('drops those naming the main script source, keeps the rest', () => {
+    assert.deepEqual(
+      workerExecArgv([
+        '--input-type=module',
+        '-e',
+        'code()',
+        '--max-old-space-size=512',
+        '--enable-source-maps',
+      ]),
+      ['--max-old-space-size=512', '--enable-source-maps'],
+    );
+    assert.deepEqual(workerExecArgv(['--input-type', 'module', '--print', '1', '--cpu-prof']), [
+      '--cpu-prof',
+    ]);
+    assert.deepEqual(workerExecArgv(['--eval=x()', '--trace-gc']), ['--trace-gc']);
+  });
+});
+
+describe('resolving server.workers', { timeout: 10_000 }, () => {
+  it('takes a number as written and auto as the cores, up to 64', () => {
+    assert.deepEqual(resolveThreads(configOf(yamlLines('server: {workers: 3}', ...PLAIN)), 8), {
+      threads: 3,
+      reason: 'server.workers 3',
+    });
+    const auto = configOf(yamlLines(...PLAIN));
+    assert.deepEqual(resolveThreads(auto, 4), { threads: 4, reason: 'server.workers auto: 4 cores' });
+    assert.deepEqual(resolveThreads(auto, 1), { threads: 1, reason: 'server.workers auto: 1 core' });
+    assert.equal(resolveThreads(auto, 200).threads, 64);
+  });
+
+  it('keeps auto at one thread, naming why, while the config holds a per-thread feature', () => {
+    const batching = configOf(
+      yamlLines(
+        'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
+        'pools: [{name: gpu, nodes: [{url: "http://127.0.0.1:9100"}]}]',
+        'routes: [{name: emb, match: {path: /v1/embeddings}, pool: gpu, batching: {mode: fanout}}]',
+      ),
+    );
+    const r = resolveThreads(batching, 8);
+    assert.equal(r.threads, 1);
+    assert.equal(
+      r.reason,
+      'server.workers auto: 1 thread of 8 cores, since the config holds what worker threads cannot share yet: micro-batching (its batch windows)',
+    );
+    const cacheAware = configOf(
+      yamlLines(
+        'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
+        'pools: [{name: gpu, balance: {kind: cache-aware}, nodes: [{url: "http://127.0.0.1:9100"}]}]',
+        'routes: [{name: all, pool: gpu}]',
+      ),
+    );
+    assert.equal(resolveThreads(cacheAware, 8).threads, 1);
+    assert.match(
+      resolveThreads(cacheAware, 8).reason,
+      /pool "gpu"'s cache-aware balancing \(its prefix index/,
+    );
+  });
+});
+
+const ANSWER = JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
+
+describe('server.workers auto on two cores', { timeout: 60_000 }, () => {
+  let node: ScriptedNode | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    node = await startScriptedNode((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(ANSWER);
+      });
+    });
+    t = await startTestSluice(basicConfig([node.url]), { cores: 2 });
+  });
+  after(async () => {
+    await t?.close();
+    await node?.close();
+  });
+
+  it('starts a worker thread and says how many threads and why', async () => {
+    assert.notEqual(t!.sluice.workers, null, 'a worker thread runs');
+    const view = (await (await fetch(`${t!.adminUrl}/admin/config`)).json()) as Record<string, unknown>;
+    assert.equal(view['threads'], 2);
+    assert.equal(view['threads_reason'], 'server.workers auto: 2 cores');
+    assert.ok(
+      t!.logs.some((l) => l.includes('serving with 2 threads (server.workers auto: 2 cores)')),
+      'the start is logged with the count',
+    );
+    const replies = await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        const r = await fetch(`${t!.url}/v1/chat/completions`, {
+          ...chatRequest(),
+          headers: { 'content-type': 'application/json', connection: 'close' },
+        });
+        await r.arrayBuffer();
+        return r.status;
+      }),
+    );
+    assert.deepEqual(replies, Array<number>(16).fill(200));
+  });
+
+  it('refuses a reload that adds what the threads cannot share, and keeps serving the old config', async () => {
+    const withBatching = basicConfig([node!.url]).replace(
+      '    match: {}',
+      '    match: {path: /v1/embeddings}\n    batching: {mode: fanout}',
+    );
+    await writeFile(t!.configPath, withBatching);
+    const r = await fetch(`${t!.adminUrl}/admin/reload`, { method: 'POST' });
+    const body = (await r.json()) as { result: string; errors: string[] };
+    assert.equal(body.result, 'rejected');
+    assert.equal(r.status >= 400, true, `status ${r.status}`);
+    assert.equal(body.errors.length, 1);
+    assert.match(
+      body.errors[0]!,
+      /routes\[0\]\.batching: micro-batching \(its batch windows\) is not shared across worker threads yet, and this process serves with 2 threads \(server\.workers auto: 2 cores\); restart Sluice to serve it on one thread, or remove batching from the route$/,
+    );
+    const res = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+  });
+});
+
+describe('sluice serve --cores', { timeout: 30_000 }, () => {
+  let dir = '';
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sluice-cores-'));
+  });
+  after(async () => {
+    if (dir !== '') await rm(dir, { recursive: true, force: true });
+  });
+
+  it('refuses a count that is not a whole number of cores, with usage', async () => {
+    for (const bad of ['0', 'two', '1.5']) {
+      const p = runSluice(['serve', '--config', join(dir, 'none.yaml'), '--cores', bad]);
+      try {
+        assert.equal(await exitWithin(p, 10_000), 2);
+        assert.match(p.out(), /--cores needs a whole number of cores from 1 to 1024 \(got "[^"]+"\)/);
+        assert.match(p.out(), /usage: sluice serve \[--config FILE\] \[--no-watch\] \[--cores N\]/);
+      } finally {
+        p.child.kill('SIGKILL');
+      }
+    }
+  });
+
+  it('serves with the threads auto finds on the cores given', async () => {
+    const file = join(dir, 'sluice.yaml');
+    await writeFile(
+      file,
+      yamlLines(
+        'listeners: [{name: public, address: 127.0.0.1, port: 0}]',
+        'admin: {address: 127.0.0.1, port: 0}',
+        'pools: [{name: gpu, nodes: [{url: "http://127.0.0.1:9"}]}]',
+        'routes: [{name: all, pool: gpu}]',
+      ),
+    );
+    const p = runSluice(['serve', '--config', file, '--no-watch', '--cores', '2']);
+    try {
+      const deadline = Date.now() + 20_000;
+      while (!p.out().includes('admin API on') && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 50));
+      assert.match(p.out(), /serving with 2 threads \(server\.workers auto: 2 cores\)/);
+    } finally {
+      p.child.kill('SIGKILL');
+      await p.exit;
+    }
+  });
+});
