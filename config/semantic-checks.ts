@@ -566,12 +566,6 @@ export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort(
         what: `listener ${JSON.stringify(l['name'])} on Sluice's own HTTP/1.1 engine (pipelining above 0; sharing its port needs Node 22.12 or later, this is ${process.versions.node})`,
         instead: 'set pipelining to 0 (uWebSockets.js), or run Node 22.12 or later',
       });
-    if (l['tls'] !== undefined)
-      out.push({
-        path: ['listeners', i, 'tls'],
-        what: 'a TLS listener (its certificate swaps)',
-        instead: 'terminate TLS in front of Sluice',
-      });
   }
   if (data['batch_api'] !== undefined)
     out.push({

@@ -68,6 +68,8 @@ export interface StatsDelta {
   inFlight: number;
   limiterConcurrent: number;
   limiterReserved: number;
+  /** Connections still served with an older certificate, by TLS listener. */
+  tlsRetired: [string, number][];
 }
 
 /** Gauges the main thread keeps per worker (the latest report of each). */
@@ -77,6 +79,8 @@ export interface RemoteGauges {
   limiterReserved: number;
   /** Open connections per listener. */
   connections: Map<string, number>;
+  /** Connections still served with an older certificate, by TLS listener. */
+  tlsRetired: Map<string, number>;
 }
 
 /** PoolState counters reported, in this order. */
@@ -89,6 +93,8 @@ export interface DeltaSource {
   pools: Iterable<PoolState>;
   limiter: RateLimiter | null;
   plugins: PluginMetricsRegistry;
+  /** Connections still served with an older certificate, by TLS listener. */
+  tlsRetired: [string, number][];
 }
 
 /** The worker's record of what it already reported of counters it must not reset. */
@@ -237,6 +243,7 @@ export function takeStatsDelta(src: DeltaSource, memo: DeltaMemo): StatsDelta {
     inFlight: s.inFlight,
     limiterConcurrent: lim?.concurrentRequests ?? 0,
     limiterReserved: lim?.reservedTokens ?? 0,
+    tlsRetired: src.tlsRetired,
   };
 }
 
@@ -326,5 +333,6 @@ export function absorbStatsDelta(t: DeltaTarget, index: number, d: StatsDelta): 
     limiterConcurrent: d.limiterConcurrent,
     limiterReserved: d.limiterReserved,
     connections,
+    tlsRetired: new Map(d.tlsRetired),
   });
 }

@@ -350,7 +350,10 @@ export class Sluice {
             listener: l.name,
             notAfter: l.apps.material.notAfter,
             swaps: l.apps.swaps,
-            retiredConnections: l.apps.retiredConnections,
+            // With worker threads, every thread's connections (each holds its own certificates).
+            retiredConnections:
+              l.apps.retiredConnections +
+              [...this.stats.remote.values()].reduce((n, g) => n + (g.tlsRetired.get(l.name) ?? 0), 0),
           })),
           capacity: this.capacity?.reports() ?? [],
           plugins: this.plugins.metrics,
@@ -583,7 +586,10 @@ export class Sluice {
       if (Array.isArray(tls)) return this.rejectReload(tls);
       const swapped = this.swapChanged(tls);
       if (typeof swapped === 'string') return this.rejectReload([swapped]);
-      return { result: 'unchanged', version: this.plan.version, errors: [], certificates: swapped };
+      // Each worker serves its own copy of the certificates: it reads the files again too.
+      const errors = swapped.length > 0 && this.workers !== null ? await this.workers.certificates() : [];
+      for (const e of errors) this.log.error(`reload: ${e}`);
+      return { result: 'unchanged', version: this.plan.version, errors, certificates: swapped };
     }
     const loaded = await loadConfigText(text, this.configPath);
     if (!loaded.ok) return this.rejectReload(loaded.errors.map(formatConfigError));
@@ -689,7 +695,11 @@ export class Sluice {
       this.applyOverload(config);
       const listeners = config.listeners.map((l) => ({ ...l, port: ports[l.name] ?? l.port }));
       readHealth(this.plan, this.shared);
-      this.listeners = await this.server.listen(listeners, new Map(), true);
+      // The certificates as this thread reads them (the main thread checked the same files).
+      const tls = await this.loadTls(config);
+      if (Array.isArray(tls)) throw new Error(tls.join('\n'));
+      this.tls = tls;
+      this.listeners = await this.server.listen(listeners, tls, true);
       this.serving = true;
     } catch (e) {
       await this.close();
@@ -704,6 +714,18 @@ export class Sluice {
   async applyWorkerConfig(text: string): Promise<string[]> {
     const loaded = await loadConfigText(text, this.configPath);
     if (!loaded.ok) return loaded.errors.map(formatConfigError);
+    const tls = await this.loadTls(loaded.config);
+    if (Array.isArray(tls)) return tls;
+    const served = new Map(this.tls);
+    const swapped = this.swapChanged(tls);
+    if (typeof swapped === 'string') return [swapped];
+    // A failed compile puts the certificates served before back, as the main thread does.
+    const restore = (): void => {
+      if (swapped.length === 0) return;
+      const back = this.swapChanged(served);
+      if (typeof back === 'string')
+        this.log.error(`reload: the previous certificate could not be restored: ${back}`);
+    };
     let instances: Map<string, PluginInstance>;
     try {
       instances = await this.plugins.createInstances(
@@ -712,17 +734,31 @@ export class Sluice {
         this.configPath,
       );
     } catch (e) {
+      restore();
       return [`${this.configPath}: ${(e as Error).message}`];
     }
     let next: Plan;
     try {
       next = compilePlan(this.plan.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
     } catch (e) {
+      restore();
       for (const i of instances.values()) await i.close();
       return [`${this.configPath}: ${(e as Error).message}`];
     }
     this.swapPlan(next, loaded.config);
     return [];
+  }
+
+  /**
+   * A worker thread's part of a reload that found certificate files renewed under an unchanged
+   * config: reads this thread's TLS listeners' files again and swaps in what changed. Resolves to
+   * the errors (empty when done).
+   */
+  async refreshCertificates(): Promise<string[]> {
+    const tls = await this.loadTls(this.plan.config);
+    if (Array.isArray(tls)) return tls;
+    const swapped = this.swapChanged(tls);
+    return typeof swapped === 'string' ? [swapped] : [];
   }
 
   /**
@@ -743,6 +779,7 @@ export class Sluice {
         pools: this.runtime.pools.values(),
         limiter: this.runtime.limiter,
         plugins: this.plugins.metrics,
+        tlsRetired: (this.server?.tlsListeners() ?? []).map((l) => [l.name, l.apps.retiredConnections]),
       },
       this.reported,
     );

@@ -61,6 +61,14 @@ async function run(): Promise<void> {
             post({ t: 'reply', id: m.id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 }),
         );
         return;
+      case 'certificates':
+        void sluice.refreshCertificates().then(
+          (errors) =>
+            post({ t: 'reply', id: m.id, errors: errors.map((e) => `worker ${boot.index}: ${e}`), cut: 0 }),
+          (e: unknown) =>
+            post({ t: 'reply', id: m.id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 }),
+        );
+        return;
       case 'drain-node':
         sluice.drainNode(m.pool, m.node, m.drained);
         return;

@@ -31,7 +31,8 @@ export type ToWorker =
   | { t: 'reload'; id: number; text: string }
   | { t: 'drain-node'; pool: string; node: string; drained: boolean }
   | { t: 'stop'; id: number; timeoutMs: number }
-  | { t: 'report'; id: number };
+  | { t: 'report'; id: number }
+  | { t: 'certificates'; id: number };
 
 /** Messages from a worker. */
 export type FromWorker =
@@ -222,6 +223,17 @@ export class WorkerSet {
     this.text = text;
     const replies = await Promise.all(
       this.threads.map((t) => t.ask((id) => ({ t: 'reload', id, text }), REPLY_TIMEOUT_MS)),
+    );
+    return replies.flatMap((r) => r.errors);
+  }
+
+  /**
+   * Has every worker read its TLS listeners' certificate files again and swap in those that
+   * changed (the main thread found a renewed file); resolves to the errors (empty: all did).
+   */
+  async certificates(): Promise<string[]> {
+    const replies = await Promise.all(
+      this.threads.map((t) => t.ask((id) => ({ t: 'certificates', id }), REPLY_TIMEOUT_MS)),
     );
     return replies.flatMap((r) => r.errors);
   }

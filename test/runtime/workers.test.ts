@@ -8,7 +8,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { writeFile } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
+import { copyFile, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { makeSelfSigned, type SelfSigned } from '../../loadtest/env/self-signed.js';
 import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
 import { startScriptedNode, tenantsSection, type ScriptedNode } from '../helpers/scripted-node.js';
@@ -492,6 +496,119 @@ describe(
     });
   },
 );
+
+/** A chat POST over TLS on a connection of its own: the status and the certificate's common name. */
+function postTls(port: number): Promise<{ status: number; cn: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/v1/chat/completions',
+        method: 'POST',
+        agent: false,
+        rejectUnauthorized: false,
+        headers: { 'content-type': 'application/json', connection: 'close' },
+      },
+      (res) => {
+        const cn = String((res.socket as TLSSocket).getPeerCertificate().subject.CN);
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, cn }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }));
+  });
+}
+
+describe('server.workers: 2 with a TLS listener', { timeout: 60_000 }, () => {
+  let node: CountingNode | undefined;
+  let t: TestSluice | undefined;
+  let certs = '';
+  let dir = '';
+
+  /** Puts `c` in place as tls.crt / tls.key beside the config, each file replaced by a rename. */
+  async function install(c: SelfSigned): Promise<void> {
+    await copyFile(c.certFile, join(dir, 'tls.crt.new'));
+    await copyFile(c.keyFile, join(dir, 'tls.key.new'));
+    await rename(join(dir, 'tls.key.new'), join(dir, 'tls.key'));
+    await rename(join(dir, 'tls.crt.new'), join(dir, 'tls.crt'));
+  }
+
+  let a: SelfSigned;
+  let b: SelfSigned;
+  before(async () => {
+    node = await countingNode(0);
+    certs = await mkdtemp(join(tmpdir(), 'sluice-certs-'));
+    a = await makeSelfSigned(certs, 'a', 'cert-a');
+    b = await makeSelfSigned(certs, 'b', 'cert-b');
+    const yaml = basicConfig([node.url], WORKERS).replace(
+      '    port: 0\nadmin:',
+      '    port: 0\n    tls: { cert_file: tls.crt, key_file: tls.key }\nadmin:',
+    );
+    assert.ok(yaml.includes('tls.crt'));
+    t = await startTestSluice(yaml, {
+      before: async (d) => {
+        dir = d;
+        await install(a);
+      },
+    });
+  });
+  after(async () => {
+    await t?.close();
+    await node?.close();
+    if (certs !== '') await rm(certs, { recursive: true, force: true });
+  });
+
+  it('serves TLS from both threads and swaps a renewed certificate in both', async () => {
+    const port = t!.sluice.listeners[0]!.port;
+    const threadCounts = async (): Promise<[number, number]> => {
+      const text = await metrics(t!);
+      return [
+        sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0,
+        sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0,
+      ];
+    };
+    const first = await Promise.all(Array.from({ length: 16 }, () => postTls(port)));
+    assert.deepEqual(
+      first.map((r) => [r.status, r.cn]),
+      Array.from({ length: 16 }, () => [200, 'cert-a']),
+    );
+    const [main0, worker0] = await threadCounts();
+    assert.ok(main0 > 0 && worker0 > 0, `both threads served (${main0} and ${worker0})`);
+
+    // Connections open across the swap keep the old certificate, in whichever thread holds them.
+    const held = await Promise.all(
+      Array.from(
+        { length: 12 },
+        () =>
+          new Promise<TLSSocket>((resolve, reject) => {
+            const c = tlsConnect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => resolve(c));
+            c.once('error', reject);
+          }),
+      ),
+    );
+    await install(b);
+    const r = await fetch(`${t!.adminUrl}/admin/reload`, { method: 'POST' });
+    const body = (await r.json()) as { result: string; errors: string[]; certificates: string[] };
+    assert.equal(r.status, 200);
+    assert.deepEqual([body.result, body.errors, body.certificates], ['unchanged', [], ['public']]);
+    const second = await Promise.all(Array.from({ length: 16 }, () => postTls(port)));
+    assert.deepEqual(
+      second.map((x) => [x.status, x.cn]),
+      Array.from({ length: 16 }, () => [200, 'cert-b']),
+      'every thread hands new connections the new certificate',
+    );
+    const [main1, worker1] = await threadCounts();
+    assert.ok(main1 > main0 && worker1 > worker0, 'both threads served after the swap');
+    const retired = (): Promise<number | undefined> =>
+      metrics(t!).then((text) => sample(text, 'sluice_tls_retired_connections{listener="public"}'));
+    assert.equal(await retired(), 12, "the old certificate's connections, counted over both threads");
+    for (const c of held) c.destroy();
+    await waitFor(async () => (await retired()) === 0, 5000, 'the old connections to close');
+  });
+});
 
 describe('server.workers: 2 with admission', { timeout: 60_000 }, () => {
   let node: CountingNode | undefined;
