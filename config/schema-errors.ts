@@ -214,15 +214,22 @@ export function mapSchemaErrors(errors: readonly ErrorObject[], data: unknown): 
   const issues: ConfigIssue[] = [];
   const seen = new Set<string>();
   // A value that matches none of an `anyOf`'s forms, where the schema words that in one message
-  // (`anyOfMessage`), gets that message alone, not one complaint per form.
-  const oneMessage = new Map<string, ErrorObject>();
-  for (const e of errors)
-    if (
+  // (`anyOfMessage`), gets that message alone, not one complaint per form: the errors of the
+  // forms (below the `anyOf` in the schema, at the same value) give way to it.
+  const summaries = errors.filter(
+    (e) =>
       e.keyword === 'anyOf' &&
+      e.propertyName === undefined &&
       isRecord(e.parentSchema) &&
-      typeof e.parentSchema['anyOfMessage'] === 'string'
-    )
-      oneMessage.set(e.instancePath, e);
+      typeof e.parentSchema['anyOfMessage'] === 'string',
+  );
+  const summaryOf = (e: ErrorObject): ErrorObject | undefined =>
+    e.propertyName !== undefined
+      ? undefined
+      : summaries.find(
+          (s) =>
+            s.instancePath === e.instancePath && (s === e || e.schemaPath.startsWith(`${s.schemaPath}/`)),
+        );
   const typeErrorPointers = new Set(errors.filter((e) => e.keyword === 'type').map((e) => e.instancePath));
   const missing = new Map<string, { issue: ConfigIssue; names: string[] }>();
 
@@ -230,8 +237,8 @@ export function mapSchemaErrors(errors: readonly ErrorObject[], data: unknown): 
     const schema: Json = isRecord(error.parentSchema) ? error.parentSchema : {};
     const path = pointerToPath(error.instancePath, data);
     const valueHasTypeError = error.propertyName === undefined && typeErrorPointers.has(error.instancePath);
-    const summary = oneMessage.get(error.instancePath);
-    if (summary !== undefined && error.propertyName === undefined) {
+    const summary = summaryOf(error);
+    if (summary !== undefined) {
       if (error !== summary) continue;
       const message = String((summary.parentSchema as Json)['anyOfMessage']);
       issues.push({

@@ -543,10 +543,14 @@ export interface PerThreadFeature {
 
 /**
  * Whether this Node can bind a `node:net` listener with `SO_REUSEPORT` (`reusePort`, Node 22.12 and
- * 23.1 on): without it, Sluice's own HTTP/1.1 engine (`pipelining` > 0) cannot share a port across
- * threads.
+ * 23.1 on, and only where the kernel spreads connections across the sockets: Linux here): without
+ * it, Sluice's own HTTP/1.1 engine (`pipelining` > 0) cannot share a port across threads.
  */
-export function netReusePort(version: string = process.versions.node): boolean {
+export function netReusePort(
+  version: string = process.versions.node,
+  platform: string = process.platform,
+): boolean {
+  if (platform !== 'linux') return false;
   const [major = 0, minor = 0] = version.split('.').map(Number);
   return major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
 }
@@ -563,8 +567,8 @@ export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort(
     if (typeof p === 'number' && p > 0 && !reusePort)
       out.push({
         path: ['listeners', i, 'pipelining'],
-        what: `listener ${JSON.stringify(l['name'])} on Sluice's own HTTP/1.1 engine (pipelining above 0; sharing its port needs Node 22.12 or later, this is ${process.versions.node})`,
-        instead: 'set pipelining to 0 (uWebSockets.js), or run Node 22.12 or later',
+        what: `listener ${JSON.stringify(l['name'])} on Sluice's own HTTP/1.1 engine (pipelining above 0; sharing its port needs Node 22.12 or later on Linux, this is ${process.versions.node} on ${process.platform})`,
+        instead: 'set pipelining to 0 (uWebSockets.js), or run Node 22.12 or later on Linux',
       });
   }
   if (data['batch_api'] !== undefined)
@@ -599,6 +603,15 @@ export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort(
         instead: 'set reserve_per_node to 0',
       });
   }
+  const store = data['plugin_store'];
+  const plugins = entries(data['plugins']);
+  if (plugins.length > 0 && (!isRecord(store) || store['store'] !== 'redis'))
+    out.push({
+      path: ['plugins'],
+      what: `plugins with the memory plugin store (each thread's store is its own: a count or quota a plugin keeps there would hold once per thread)`,
+      instead: 'set plugin_store.store to redis to share it',
+      learnsPerThread: true,
+    });
   for (const [i, r] of entries(data['routes'])) {
     if (r['batching'] !== undefined)
       out.push({

@@ -71,7 +71,7 @@ export interface AdmissionOptions {
    * queues its own requests and is woken when another frees a slot. Not with `adaptive` or
    * `reservePerNode` (the config refuses them with workers). Absent: this thread alone.
    */
-  shared?: { cells: Int32Array; cell: number } | null;
+  shared?: { cells: Int32Array; cell: number; ledger?: Int32Array | null } | null;
 }
 
 /** `Atomics.waitAsync` (in Node since 16; not in this TypeScript lib's types). */
@@ -158,6 +158,8 @@ export class AdmissionController {
   /** The shared record's cells and offset (worker threads), or null. */
   private readonly sharedCells: Int32Array | null;
   private readonly sharedAt: number;
+  /** A worker thread's ledger of what it holds of the shared counts (shared-table.ts), or null. */
+  private readonly ledger: Int32Array | null;
   /** True while this thread waits to be woken by another's release (worker threads). */
   private waiting = false;
   /** `drain`, then wait again if requests are still queued: what a wake-up runs. */
@@ -194,6 +196,7 @@ export class AdmissionController {
     const shared = options.shared ?? null;
     this.sharedCells = shared?.cells ?? null;
     this.sharedAt = shared?.cell ?? 0;
+    this.ledger = shared?.ledger ?? null;
     if (shared !== null && (this.adaptive !== null || this.reservePerNode > 0))
       throw new Error('admission shared across worker threads takes neither adaptive nor reserve_per_node');
     this.onWake = () => {
@@ -230,6 +233,7 @@ export class AdmissionController {
         if (n >= this.effectiveLimit) return false;
         if (Atomics.compareExchange(c, at, n, n + 1) === n) break;
       }
+      if (this.ledger !== null) this.ledger[at]!++;
     }
     this.inFlight++;
     return true;
@@ -246,7 +250,10 @@ export class AdmissionController {
     for (;;) {
       const n = Atomics.load(c, at);
       if (n >= this.maxQueue) return false;
-      if (Atomics.compareExchange(c, at, n, n + 1) === n) return true;
+      if (Atomics.compareExchange(c, at, n, n + 1) === n) {
+        if (this.ledger !== null) this.ledger[at]!++;
+        return true;
+      }
     }
   }
 
@@ -254,13 +261,19 @@ export class AdmissionController {
   private giveSlot(): void {
     this.inFlight--;
     const c = this.sharedCells;
-    if (c !== null) Atomics.sub(c, this.sharedAt + SHARED_IN_FLIGHT, 1);
+    if (c === null) return;
+    const at = this.sharedAt + SHARED_IN_FLIGHT;
+    Atomics.sub(c, at, 1);
+    if (this.ledger !== null) this.ledger[at]!--;
   }
 
   /** Counts a request entering (1) or leaving (-1) this thread's queue in the shared record. */
   private countQueued(d: 1 | -1): void {
     const c = this.sharedCells;
-    if (c !== null) Atomics.add(c, this.sharedAt + SHARED_QUEUED, d);
+    if (c === null) return;
+    const at = this.sharedAt + SHARED_QUEUED;
+    Atomics.add(c, at, d);
+    if (this.ledger !== null) this.ledger[at]! += d;
   }
 
   /**

@@ -21,6 +21,60 @@ export interface AccessLogOptions {
   level: 'debug' | 'info' | 'warn' | 'error';
   /** Share of `info` lines written, 0..1 (1: all). */
   sampleRate: number;
+  /**
+   * A worker thread's log: its lines go, in batches of whole lines, to this function (which posts
+   * them to the main thread, whose log writes them with its own: one writer per destination);
+   * `destination` is then not opened.
+   */
+  relay?: (text: string) => void;
+}
+
+/** How long a relayed log holds its lines before it sends them, ms. */
+const RELAY_FLUSH_MS = 50;
+/** Characters a relayed log holds before it sends them at once. */
+const RELAY_MAX_CHARS = 64 * 1024;
+
+/**
+ * The stream a relayed access log writes to: collects pino's lines (each write is whole lines) and
+ * hands them on every RELAY_FLUSH_MS, or at once past RELAY_MAX_CHARS.
+ */
+class LineRelay {
+  private text = '';
+  private timer: NodeJS.Timeout | null = null;
+  private readonly send: (text: string) => void;
+  private readonly tick = (): void => {
+    this.timer = null;
+    this.flushNow();
+  };
+
+  constructor(send: (text: string) => void) {
+    this.send = send;
+  }
+
+  write(chunk: string): boolean {
+    this.text += chunk;
+    if (this.text.length >= RELAY_MAX_CHARS) this.flushNow();
+    else if (this.timer === null) {
+      this.timer = setTimeout(this.tick, RELAY_FLUSH_MS);
+      this.timer.unref();
+    }
+    return true;
+  }
+
+  /** Sends what is held now (pino's `flush`). */
+  flush(cb?: (err?: Error) => void): void {
+    this.flushNow();
+    cb?.();
+  }
+
+  private flushNow(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.text === '') return;
+    const text = this.text;
+    this.text = '';
+    this.send(text);
+  }
 }
 
 /** Longest body prefix searched for the `model` field, bytes. */
@@ -40,7 +94,8 @@ export function modelOf(body: Buffer | null): string | null {
 
 export class AccessLog {
   private readonly logger: Logger;
-  private readonly dest: ReturnType<typeof destination>;
+  /** The destination this thread writes; null for a relayed log (a worker thread's). */
+  private readonly dest: ReturnType<typeof destination> | null;
   private readonly sampleRate: number;
   /** True when the destination is a file this log owns (closed with it). */
   private readonly ownsFile: boolean;
@@ -53,14 +108,18 @@ export class AccessLog {
 
   constructor(options: AccessLogOptions) {
     const d = options.destination;
-    this.ownsFile = d !== 'stdout' && d !== 'stderr';
+    const relay = options.relay;
+    this.ownsFile = relay === undefined && d !== 'stdout' && d !== 'stderr';
     const { pino, destination, stdTimeFunctions } = pinoPackage();
-    this.dest = destination({
-      dest: d === 'stdout' ? 1 : d === 'stderr' ? 2 : d,
-      sync: false,
-      mkdir: this.ownsFile,
-      minLength: 0,
-    });
+    this.dest =
+      relay !== undefined
+        ? null
+        : destination({
+            dest: d === 'stdout' ? 1 : d === 'stderr' ? 2 : d,
+            sync: false,
+            mkdir: this.ownsFile,
+            minLength: 0,
+          });
     this.logger = pino(
       {
         level: options.level,
@@ -69,7 +128,7 @@ export class AccessLog {
         timestamp: stdTimeFunctions.isoTime,
         formatters: { level: (label) => ({ level: label }) },
       },
-      this.dest,
+      this.dest ?? new LineRelay(relay!),
     );
     this.sampleRate = options.sampleRate;
     this.infoOn = this.logger.isLevelEnabled('info');
@@ -131,16 +190,22 @@ export class AccessLog {
     this.logger[level]({ msg: 'request', status, refusal: reason });
   }
 
+  /** Writes lines a worker thread's relayed log sent (whole lines, each ending in a newline). */
+  writeLines(text: string): void {
+    this.dest?.write(text);
+  }
+
   /** Flushes what is buffered and closes the destination. */
   async close(): Promise<void> {
     await new Promise<void>((resolve) => {
       this.logger.flush(() => resolve());
     });
-    if (!this.ownsFile) return;
+    const dest = this.dest;
+    if (!this.ownsFile || dest === null) return;
     await new Promise<void>((resolve) => {
-      this.dest.once('close', () => resolve());
-      this.dest.once('error', () => resolve());
-      this.dest.end();
+      dest.once('close', () => resolve());
+      dest.once('error', () => resolve());
+      dest.end();
     });
   }
 }

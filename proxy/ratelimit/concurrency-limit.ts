@@ -17,6 +17,8 @@ export class ConcurrencyLimit {
   private readonly cell: number;
   /** True when the count is shared with other threads (compare-and-swap); plain arithmetic otherwise. */
   private readonly atomic: boolean;
+  /** A worker thread's ledger of the slots it holds (shared-table.ts), else null. */
+  private readonly ledger: Int32Array | null;
 
   /** `cells`: where the count lives (a shared table's record with worker threads). */
   constructor(key: string, limit: number, cells: NodeLoadCells = privateCells()) {
@@ -25,6 +27,7 @@ export class ConcurrencyLimit {
     this.cells = cells.cells;
     this.cell = cells.cell;
     this.atomic = cells.cells.buffer instanceof SharedArrayBuffer;
+    this.ledger = cells.ledger ?? null;
   }
 
   /** Requests holding a slot now, in every thread. */
@@ -45,7 +48,10 @@ export class ConcurrencyLimit {
     for (;;) {
       const n = Atomics.load(c, at);
       if (n >= this.limit) return false;
-      if (Atomics.compareExchange(c, at, n, n + 1) === n) return true;
+      if (Atomics.compareExchange(c, at, n, n + 1) === n) {
+        if (this.ledger !== null) this.ledger[at]!++;
+        return true;
+      }
     }
   }
 
@@ -61,7 +67,10 @@ export class ConcurrencyLimit {
     for (;;) {
       const n = Atomics.load(c, at);
       if (n <= 0) return;
-      if (Atomics.compareExchange(c, at, n, n - 1) === n) return;
+      if (Atomics.compareExchange(c, at, n, n - 1) === n) {
+        if (this.ledger !== null) this.ledger[at]!--;
+        return;
+      }
     }
   }
 }

@@ -40,6 +40,11 @@ export interface SharedRecord {
   readonly float: number;
   /** True when this call claimed the record (it is all zeros); false when it existed. */
   readonly fresh: boolean;
+  /**
+   * In a worker thread, its ledger (`SharedTable.ledger`): what it holds of the counts it changes,
+   * at the same index as `cells`; null in the main thread.
+   */
+  readonly ledger: Int32Array | null;
 }
 
 export class SharedTable {
@@ -50,12 +55,28 @@ export class SharedTable {
   private readonly dir: Int32Array;
   private readonly cells: Int32Array;
   private readonly floats: Float64Array;
+  /**
+   * A worker thread's ledger: one Int32 per cell of the table, the sum of what this thread added to
+   * the counts it holds (requests in flight per node and their tokens, concurrency and admission
+   * slots, connections), kept beside each atomic change. When the thread dies the main thread
+   * takes those amounts back (`release`), so its requests do not stay counted for ever. Null in
+   * the main thread (when it dies, the process does).
+   */
+  readonly ledger: Int32Array | null;
 
   /**
    * A table of `slots` entries (a power of two) in a new buffer: shared when `shared`, for worker
-   * threads; or, with `buffer`, a view of a table another thread made with the same `slots`.
+   * threads; or, with `buffer`, a view of a table another thread made with the same `slots`, and
+   * `ledger` that thread's ledger (`ledgerBytes`).
    */
-  constructor(options: { slots?: number; shared?: boolean; buffer?: SharedArrayBuffer } = {}) {
+  constructor(
+    options: {
+      slots?: number;
+      shared?: boolean;
+      buffer?: SharedArrayBuffer;
+      ledger?: SharedArrayBuffer;
+    } = {},
+  ) {
     const slots = options.slots ?? DEFAULT_SHARED_SLOTS;
     if (slots <= 0 || (slots & (slots - 1)) !== 0)
       throw new Error(`shared table slots must be a power of two, not ${slots}`);
@@ -70,6 +91,31 @@ export class SharedTable {
     const cellsAt = (HEADER + slots * ENTRY) * 4;
     this.cells = new Int32Array(b, cellsAt, slots * CELLS);
     this.floats = new Float64Array(b, cellsAt, slots * (CELLS / 2));
+    this.ledger = options.ledger === undefined ? null : new Int32Array(options.ledger);
+    if (this.ledger !== null && this.ledger.length !== this.cells.length)
+      throw new Error(`a ledger of ${this.ledger.length} cells for a table of ${this.cells.length}`);
+  }
+
+  /** Bytes of a ledger for a table of `slots` entries. */
+  static ledgerBytes(slots: number): number {
+    return slots * CELLS * 4;
+  }
+
+  /**
+   * Takes back what a dead thread held (its ledger, which is then zeroed): each amount it had added
+   * to a count and not given back is subtracted. Returns the number of counts corrected.
+   */
+  release(ledger: Int32Array): number {
+    let n = 0;
+    const cells = this.cells;
+    for (let i = 0; i < ledger.length; i++) {
+      const v = ledger[i]!;
+      if (v === 0) continue;
+      Atomics.sub(cells, i, v);
+      ledger[i] = 0;
+      n++;
+    }
+    return n;
   }
 
   /** True when the records are shared with other threads. */
@@ -115,7 +161,14 @@ export class SharedTable {
   }
 
   private at(e: number, fresh: boolean): SharedRecord {
-    return { cells: this.cells, cell: e * CELLS, floats: this.floats, float: e * (CELLS / 2), fresh };
+    return {
+      cells: this.cells,
+      cell: e * CELLS,
+      floats: this.floats,
+      float: e * (CELLS / 2),
+      fresh,
+      ledger: this.ledger,
+    };
   }
 
   /**
@@ -138,6 +191,8 @@ export class SharedTable {
 export interface NodeLoadCells {
   readonly cells: Int32Array;
   readonly cell: number;
+  /** The thread's ledger (`SharedRecord.ledger`), where a worker thread keeps what it holds. */
+  readonly ledger?: Int32Array | null;
 }
 
 /** Cells of its own for a node or counter that no table placed (tests, tools): shared with no one. */

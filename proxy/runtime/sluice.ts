@@ -180,6 +180,11 @@ export class Sluice {
   private queuedFromWatch = false;
   /** The worker threads (`server.workers` above 1), in the main thread; null otherwise. */
   workers: WorkerSet | null = null;
+  /**
+   * In a worker thread, where its access-log lines go (the main thread writes them); null: this
+   * thread writes its own.
+   */
+  accessLogRelay: ((text: string) => void) | null = null;
   /** How many threads serve the listeners, and why (fixed at start). */
   threadCount: ThreadCount = { threads: 1, reason: 'server.workers 1' };
   /** In a worker thread: what its metric reports already counted (stats-delta.ts). */
@@ -297,6 +302,8 @@ export class Sluice {
           this.log,
           (index, delta) => this.absorbWorker(index, delta),
           (batches) => judgeOutcomes(this.plan, batches),
+          (lines) => this.stats.accessLog?.writeLines(lines),
+          (index, ledger) => this.workerDied(index, ledger),
         );
       }
       this.log.info(`serving with ${threads} ${threads === 1 ? 'thread' : 'threads'} (${count.reason})`);
@@ -471,7 +478,12 @@ export class Sluice {
         a.destination === 'stdout' || a.destination === 'stderr'
           ? a.destination
           : resolve(dirname(this.configPath), a.destination);
-      this.stats.accessLog = new AccessLog({ destination: dest, level: a.level, sampleRate: a.sample_rate });
+      this.stats.accessLog = new AccessLog({
+        destination: dest,
+        level: a.level,
+        sampleRate: a.sample_rate,
+        ...(worker && this.accessLogRelay !== null ? { relay: this.accessLogRelay } : {}),
+      });
     }
     const t = config.tracing;
     if (t !== undefined) {
@@ -785,6 +797,17 @@ export class Sluice {
     );
   }
 
+  /**
+   * A worker thread died (not stopped): what it held of the shared counts (requests in flight per
+   * node, concurrency and admission slots, connections) is taken back, and its last reported gauges
+   * no longer count; its replacement reports afresh.
+   */
+  private workerDied(index: number, ledger: Int32Array): void {
+    const n = this.shared.release(ledger);
+    this.stats.remote.delete(index);
+    this.log.warn(`worker ${index}: released the ${n} shared counts it held`);
+  }
+
   /** Adds worker `index`'s report to this thread's metrics. */
   private absorbWorker(index: number, delta: StatsDelta): void {
     if (!this.planned) return;
@@ -876,13 +899,16 @@ export class Sluice {
 
   /**
    * Requests in flight in every thread: the worker threads are asked for a report first, so the
-   * figure is current (the last reports stand for a worker that does not answer in time).
+   * figure is current; a worker that has not answered within `maxWaitMs` counts as it last
+   * reported (a shutdown must not wait on a busy thread).
    */
-  async inFlightNow(): Promise<number> {
-    try {
-      await this.workers?.report();
-    } catch {
-      // A worker that did not answer: its last report counts.
+  async inFlightNow(maxWaitMs = 200): Promise<number> {
+    const workers = this.workers;
+    if (workers !== null) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxWaitMs)));
+      await Promise.race([workers.report(), late]);
+      clearTimeout(timer);
     }
     return this.stats.inFlightAll;
   }

@@ -48,11 +48,24 @@ export async function availableCores(cpuMaxFile = '/sys/fs/cgroup/cpu.max'): Pro
   return quota === null ? cpus : Math.min(cpus, quota);
 }
 
-/** The threads for `config` on a machine with `cores` usable cores. */
-export function resolveThreads(config: SluiceConfig, cores: number): ThreadCount {
+/**
+ * The threads for `config` on a machine with `cores` usable cores. Threads share a port only where
+ * the kernel spreads its connections across them (`SO_REUSEPORT` on Linux; macOS and Windows bind
+ * but hand every connection to one socket), so `auto` is one thread elsewhere.
+ */
+export function resolveThreads(
+  config: SluiceConfig,
+  cores: number,
+  platform: string = process.platform,
+): ThreadCount {
   const w = config.server.workers;
   if (w !== 'auto') return { threads: w, reason: `server.workers ${w}` };
   if (cores <= 1) return { threads: 1, reason: 'server.workers auto: 1 core' };
+  if (platform !== 'linux')
+    return {
+      threads: 1,
+      reason: `server.workers auto: 1 thread, since threads share a port's connections only on Linux (this is ${platform})`,
+    };
   const features = perThreadFeatures(config as unknown as Record<string, unknown>);
   if (features.length > 0) {
     const names = features.map((f) => f.what).join('; ');
@@ -61,6 +74,10 @@ export function resolveThreads(config: SluiceConfig, cores: number): ThreadCount
       reason: `server.workers auto: 1 thread of ${cores} cores, since the config holds what worker threads cannot share yet: ${names}`,
     };
   }
-  const threads = Math.min(cores, MAX_THREADS);
-  return { threads, reason: `server.workers auto: ${cores} cores` };
+  if (cores > MAX_THREADS)
+    return {
+      threads: MAX_THREADS,
+      reason: `server.workers auto: ${cores} cores, at most ${MAX_THREADS} threads`,
+    };
+  return { threads: cores, reason: `server.workers auto: ${cores} cores` };
 }

@@ -35,9 +35,12 @@ async function run(): Promise<void> {
   const sluice = new Sluice(
     boot.configPath,
     log,
-    new SharedTable({ buffer: boot.shared, slots: boot.sharedSlots }),
+    new SharedTable({ buffer: boot.shared, slots: boot.sharedSlots, ledger: boot.ledger }),
   );
   try {
+    // Access-log lines go to the main thread, the one writer of the log (lines from several
+    // threads written to one pipe could interleave).
+    sluice.accessLogRelay = (text) => post({ t: 'access-log', text });
     await sluice.startWorker(loaded.config, loaded.digest, loaded.plugins ?? [], boot.ports);
   } catch (e) {
     post({ t: 'failed', message: (e as Error).message });
@@ -51,6 +54,23 @@ async function run(): Promise<void> {
   };
   const health = setInterval(healthStep, HEALTH_MIRROR_MS);
   let stopping = false;
+  // An exception nothing caught ends this thread, never the process: Node would end the thread with
+  // uWS's sockets still open in its loop, which aborts the whole process (uv_loop_close with open
+  // handles). Everything this thread holds is closed first (its requests in flight are cut), then
+  // the thread ends; the main thread takes back what it held of the shared counts and starts
+  // another.
+  process.on('uncaughtException', (e: Error) => {
+    log.error(`uncaught exception, the thread ends: ${e.stack ?? e.message}`);
+    if (stopping) return;
+    stopping = true;
+    clearInterval(timer);
+    clearInterval(health);
+    void sluice.close().finally(() => {
+      port.close();
+      // Any handle left (a plugin's timer) must not keep a dead thread alive.
+      setTimeout(() => process.exit(1), 1000).unref();
+    });
+  });
   port.on('message', (m: ToWorker) => {
     switch (m.t) {
       case 'reload':

@@ -5,6 +5,7 @@
  * bound (`SO_REUSEPORT`: the kernel spreads new connections across the threads) with a plan
  * compiled from the same config text; worker-main.ts is the other side.
  */
+import { SharedTable } from './shared-table.js';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from './logger.js';
 import type { StatsDelta } from '../metrics/stats-delta.js';
@@ -22,6 +23,8 @@ export interface WorkerBoot {
   /** The shared state table's buffer and size (shared-table.ts). */
   shared: SharedArrayBuffer;
   sharedSlots: number;
+  /** This worker's ledger of the shared counts it holds (`SharedTable.ledger`). */
+  ledger: SharedArrayBuffer;
   /** How often the worker reports its metrics, ms. */
   reportMs: number;
 }
@@ -41,7 +44,8 @@ export type FromWorker =
   | { t: 'log'; level: 'debug' | 'info' | 'warn' | 'error'; msg: string }
   | { t: 'reply'; id: number; errors: string[]; cut: number }
   | { t: 'stats'; delta: StatsDelta }
-  | { t: 'outcomes'; batches: OutcomeBatch[] };
+  | { t: 'outcomes'; batches: OutcomeBatch[] }
+  | { t: 'access-log'; text: string };
 
 /** How long a worker gets to start (load the config, compile, bind), ms. */
 const START_TIMEOUT_MS = 30_000;
@@ -105,15 +109,19 @@ export class WorkerSet {
   private readonly log: Logger;
   private readonly onStats: (index: number, delta: StatsDelta) => void;
   private readonly onOutcomes: (batches: OutcomeBatch[]) => void;
+  private readonly onAccessLog: (text: string) => void;
+  private readonly onDied: (index: number, ledger: Int32Array) => void;
   /** The config text the workers run (what a restarted worker starts from). */
   private text: string;
-  private readonly boot: Omit<WorkerBoot, 'index' | 'text'>;
+  private readonly boot: Omit<WorkerBoot, 'index' | 'text' | 'ledger'>;
 
   private constructor(
-    boot: Omit<WorkerBoot, 'index'>,
+    boot: Omit<WorkerBoot, 'index' | 'ledger'>,
     log: Logger,
     onStats: (index: number, delta: StatsDelta) => void,
     onOutcomes: (batches: OutcomeBatch[]) => void,
+    onAccessLog: (text: string) => void,
+    onDied: (index: number, ledger: Int32Array) => void,
   ) {
     const { text, ...rest } = boot;
     this.text = text;
@@ -121,6 +129,8 @@ export class WorkerSet {
     this.log = log;
     this.onStats = onStats;
     this.onOutcomes = onOutcomes;
+    this.onAccessLog = onAccessLog;
+    this.onDied = onDied;
   }
 
   /**
@@ -129,12 +139,14 @@ export class WorkerSet {
    */
   static async start(
     count: number,
-    boot: Omit<WorkerBoot, 'index'>,
+    boot: Omit<WorkerBoot, 'index' | 'ledger'>,
     log: Logger,
     onStats: (index: number, delta: StatsDelta) => void,
     onOutcomes: (batches: OutcomeBatch[]) => void,
+    onAccessLog: (text: string) => void = () => undefined,
+    onDied: (index: number, ledger: Int32Array) => void = () => undefined,
   ): Promise<WorkerSet> {
-    const set = new WorkerSet(boot, log, onStats, onOutcomes);
+    const set = new WorkerSet(boot, log, onStats, onOutcomes, onAccessLog, onDied);
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => set.spawn(i + 1)));
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) {
@@ -156,7 +168,8 @@ export class WorkerSet {
   }
 
   private spawn(index: number): Promise<void> {
-    const data: WorkerBoot = { ...this.boot, index, text: this.text };
+    const ledger = new SharedArrayBuffer(SharedTable.ledgerBytes(this.boot.sharedSlots));
+    const data: WorkerBoot = { ...this.boot, index, text: this.text, ledger };
     const worker = new Worker(new URL('./worker-main.js', import.meta.url), {
       workerData: data,
       execArgv: workerExecArgv(process.execArgv),
@@ -195,6 +208,9 @@ export class WorkerSet {
           case 'outcomes':
             this.onOutcomes(m.batches);
             return;
+          case 'access-log':
+            this.onAccessLog(m.text);
+            return;
         }
       });
       worker.on('error', (e) => {
@@ -208,7 +224,9 @@ export class WorkerSet {
           return;
         }
         if (this.stopping) return;
-        // A worker that died took its connections with it; a new one takes its share of new ones.
+        // A worker that died took its connections with it; what it held of the shared counts is
+        // taken back, and a new one takes its share of new connections.
+        this.onDied(index, new Int32Array(ledger));
         this.log.error(`worker ${index} exited with code ${code}; starting it again`);
         this.spawn(index).catch((e: Error) => this.log.error(`worker ${index}: ${e.message}`));
       });

@@ -33,7 +33,10 @@ export class NetListener {
     this.connections.delete(c);
     this.rt.stats.connections--;
     const all = this.rt.sharedConnections;
-    if (all !== null) Atomics.sub(all.cells, all.cell, 1);
+    if (all !== null) {
+      Atomics.sub(all.cells, all.cell, 1);
+      if (all.ledger) all.ledger[all.cell]!--;
+    }
   };
 
   constructor(
@@ -101,6 +104,7 @@ export class NetListener {
       socket.destroy();
       return;
     }
+    if (all !== null && all.ledger) all.ledger[all.cell]!++;
     st.connections++;
     const tls = this.tls;
     if (tls === null) {

@@ -351,12 +351,19 @@ function countConnection(rt: ListenerRuntime, res: HttpResponse, count: number):
   const all = rt.sharedConnections;
   if (count < 0) {
     st.connections--;
-    if (all !== null) Atomics.sub(all.cells, all.cell, 1);
+    if (all !== null) {
+      Atomics.sub(all.cells, all.cell, 1);
+      if (all.ledger) all.ledger[all.cell]!--;
+    }
     return;
   }
   st.connections++;
   // With worker threads the cap counts every thread's connections.
-  const open = all === null ? st.connections : Atomics.add(all.cells, all.cell, 1) + 1;
+  let open = st.connections;
+  if (all !== null) {
+    open = Atomics.add(all.cells, all.cell, 1) + 1;
+    if (all.ledger) all.ledger[all.cell]!++;
+  }
   const cap = rt.config.max_connections;
   if (cap > 0 && open > cap) {
     st.refused++;

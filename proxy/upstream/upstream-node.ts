@@ -46,6 +46,8 @@ export class UpstreamNode {
   private readonly cell: number;
   /** True when `load` is shared with other threads: changes are atomic; plain arithmetic otherwise. */
   private readonly atomic: boolean;
+  /** A worker thread's ledger of what it holds of `load` (shared-table.ts), else null. */
+  private readonly ledger: Int32Array | null;
   /** Circuit breaker: most concurrent attempts; a node at the limit is not eligible (0 while drained). */
   maxInFlight = Infinity;
   /** True while an operator drained the node (admin API): no new attempts, in-flight ones finish. */
@@ -121,6 +123,11 @@ export class UpstreamNode {
     }
     Atomics.add(load, at, 1);
     if (cost !== 0) Atomics.add(load, at + 1, cost);
+    const l = this.ledger;
+    if (l !== null) {
+      l[at]!++;
+      l[at + 1]! += cost;
+    }
   }
 
   /**
@@ -147,6 +154,11 @@ export class UpstreamNode {
         if (Atomics.compareExchange(load, at, n, n + 1) === n) break;
       }
     if (cost !== 0) Atomics.add(load, at + 1, cost);
+    const l = this.ledger;
+    if (l !== null) {
+      l[at]!++;
+      l[at + 1]! += cost;
+    }
     return true;
   }
 
@@ -162,6 +174,11 @@ export class UpstreamNode {
     }
     Atomics.sub(load, at, 1);
     if (cost !== 0) Atomics.sub(load, at + 1, cost);
+    const l = this.ledger;
+    if (l !== null) {
+      l[at]!--;
+      l[at + 1]! -= cost;
+    }
   }
 
   /** Sets the circuit-breaker limit from the config (kept at 0 while the node is drained). */
@@ -184,6 +201,7 @@ export class UpstreamNode {
     this.load = load.cells;
     this.cell = load.cell;
     this.atomic = load.cells.buffer instanceof SharedArrayBuffer;
+    this.ledger = load.ledger ?? null;
     const u = new URL(url);
     this.origin = u.origin;
     this.id = u.origin;

@@ -442,7 +442,7 @@ void describe('server.workers', () => {
     if (ownEngine)
       assert.match(
         byPath.get('listeners[0].pipelining')!,
-        /^listener "public" on Sluice's own HTTP\/1\.1 engine .* needs Node 22\.12 or later, this is [\d.]+\) is not shared across worker threads yet, so server\.workers 2 cannot serve it; set pipelining to 0/,
+        /^listener "public" on Sluice's own HTTP\/1\.1 engine .* needs Node 22\.12 or later on Linux, this is [\d.]+ on \w+\) is not shared across worker threads yet, so server\.workers 2 cannot serve it; set pipelining to 0/,
       );
     assert.equal(
       byPath.get('pools[0].admission.adaptive'),
@@ -466,12 +466,14 @@ void describe('server.workers', () => {
   });
 
   void it('tells the own engine apart by the Node version: reusePort from 22.12 and 23.1', () => {
-    assert.equal(netReusePort('20.20.2'), false);
-    assert.equal(netReusePort('22.11.0'), false);
-    assert.equal(netReusePort('22.12.0'), true);
-    assert.equal(netReusePort('23.0.0'), false);
-    assert.equal(netReusePort('23.1.0'), true);
-    assert.equal(netReusePort('24.0.0'), true);
+    assert.equal(netReusePort('20.20.2', 'linux'), false);
+    assert.equal(netReusePort('22.11.0', 'linux'), false);
+    assert.equal(netReusePort('22.12.0', 'linux'), true);
+    assert.equal(netReusePort('23.0.0', 'linux'), false);
+    assert.equal(netReusePort('23.1.0', 'linux'), true);
+    assert.equal(netReusePort('24.0.0', 'linux'), true);
+    assert.equal(netReusePort('24.0.0', 'darwin'), false, 'macOS binds but does not spread');
+    assert.equal(netReusePort('24.0.0', 'win32'), false);
     const data = {
       listeners: [{ name: 'public', pipelining: 16 }],
       pools: [{ name: 'gpu', balance: { kind: 'round-robin' } }],

@@ -89,6 +89,71 @@ describe('shared state table', () => {
 });
 
 /**
+ * A thread with a ledger: takes load on node `x` (3 attempts of 40 tokens, one given back), two
+ * slots of concurrency limit `c` and one of its admission counts, then ends without giving back the
+ * rest (as a thread that died would).
+ */
+const DYING_THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+Promise.all([import(workerData.table), import(workerData.node), import(workerData.conc)]).then(
+  ([{ SharedTable }, { UpstreamNode }, { ConcurrencyLimit }]) => {
+    const t = new SharedTable({ buffer: workerData.buffer, slots: workerData.slots, ledger: workerData.ledger });
+    const node = new UpstreamNode('http://127.0.0.1:9', { connections: 1, connectTimeoutMs: 1000 }, t.record('node', 'x'));
+    node.addLoad(40);
+    node.tryAddLoad(40);
+    node.addLoad(40);
+    node.removeLoad(40);
+    const limit = new ConcurrencyLimit('c', 10, t.record('conc', 'c'));
+    limit.tryAcquire();
+    limit.tryAcquire();
+    parentPort.postMessage('done');
+  },
+);
+`;
+
+describe("a dead thread's ledger", () => {
+  it("gives back exactly what the thread held of the shared counts, the other threads' counts kept", async () => {
+    const slots = 64;
+    const table = new SharedTable({ slots, shared: true });
+    const opts = { connections: 1, connectTimeoutMs: 1000 };
+    const mine = new UpstreamNode('http://127.0.0.1:9', opts, table.record('node', 'x'));
+    mine.addLoad(5);
+    const ledger = new SharedArrayBuffer(SharedTable.ledgerBytes(slots));
+    await new Promise<void>((resolve, reject) => {
+      const w = new Worker(DYING_THREAD, {
+        eval: true,
+        workerData: {
+          table: MODULE,
+          node: new URL('../../proxy/upstream/upstream-node.js', import.meta.url).href,
+          conc: new URL('../../proxy/ratelimit/concurrency-limit.js', import.meta.url).href,
+          buffer: table.buffer,
+          slots,
+          ledger,
+        },
+      });
+      w.once('error', reject);
+      w.once('exit', () => resolve());
+      w.once('message', () => void w.terminate());
+    });
+    const conc = table.record('conc', 'c');
+    assert.deepEqual([mine.inFlight, mine.inFlightCost, conc.cells[conc.cell]], [3, 85, 2], 'held by both');
+    const corrected = table.release(new Int32Array(ledger));
+    assert.equal(corrected, 3, 'in flight, tokens and the concurrency slots');
+    assert.deepEqual(
+      [mine.inFlight, mine.inFlightCost, conc.cells[conc.cell]],
+      [1, 5, 0],
+      "this thread's own",
+    );
+    assert.ok(
+      new Int32Array(ledger).every((v) => v === 0),
+      'the ledger is emptied',
+    );
+    assert.equal(table.release(new Int32Array(ledger)), 0, 'a second release changes nothing');
+    await mine.close();
+  });
+});
+
+/**
  * A thread that declares the bucket `key` (capacity `capacity`, no refill: a stopped clock) in the
  * shared store, tries `tries` takes of one request each, and posts how many were admitted; and
  * acquires the concurrency limit `conc` (limit `limit`) as often as it lets it.

@@ -74,9 +74,20 @@ describe('resolving server.workers', { timeout: 10_000 }, () => {
       reason: 'server.workers 3',
     });
     const auto = configOf(yamlLines(...PLAIN));
-    assert.deepEqual(resolveThreads(auto, 4), { threads: 4, reason: 'server.workers auto: 4 cores' });
-    assert.deepEqual(resolveThreads(auto, 1), { threads: 1, reason: 'server.workers auto: 1 core' });
-    assert.equal(resolveThreads(auto, 200).threads, 64);
+    assert.deepEqual(resolveThreads(auto, 4, 'linux'), {
+      threads: 4,
+      reason: 'server.workers auto: 4 cores',
+    });
+    assert.deepEqual(resolveThreads(auto, 1, 'linux'), { threads: 1, reason: 'server.workers auto: 1 core' });
+    assert.deepEqual(resolveThreads(auto, 200, 'linux'), {
+      threads: 64,
+      reason: 'server.workers auto: 200 cores, at most 64 threads',
+    });
+    assert.deepEqual(resolveThreads(auto, 8, 'darwin'), {
+      threads: 1,
+      reason:
+        "server.workers auto: 1 thread, since threads share a port's connections only on Linux (this is darwin)",
+    });
   });
 
   it('keeps auto at one thread, naming why, while the config holds a per-thread feature', () => {
@@ -87,7 +98,7 @@ describe('resolving server.workers', { timeout: 10_000 }, () => {
         'routes: [{name: emb, match: {path: /v1/embeddings}, pool: gpu, batching: {mode: fanout}}]',
       ),
     );
-    const r = resolveThreads(batching, 8);
+    const r = resolveThreads(batching, 8, 'linux');
     assert.equal(r.threads, 1);
     assert.equal(
       r.reason,
@@ -100,11 +111,20 @@ describe('resolving server.workers', { timeout: 10_000 }, () => {
         'routes: [{name: all, pool: gpu}]',
       ),
     );
-    assert.equal(resolveThreads(cacheAware, 8).threads, 1);
+    assert.equal(resolveThreads(cacheAware, 8, 'linux').threads, 1);
     assert.match(
-      resolveThreads(cacheAware, 8).reason,
+      resolveThreads(cacheAware, 8, 'linux').reason,
       /pool "gpu"'s cache-aware balancing \(its prefix index/,
     );
+    const plugin = (store: string): string[] => [
+      ...PLAIN,
+      'plugins: [{name: hdr, use: ./p.js}]',
+      `plugin_store: {store: ${store}${store === 'redis' ? ', redis: {url: "redis://127.0.0.1:6379"}' : ''}}`,
+    ];
+    const withMemoryStore = resolveThreads(configOf(yamlLines(...plugin('memory'))), 8, 'linux');
+    assert.equal(withMemoryStore.threads, 1);
+    assert.match(withMemoryStore.reason, /plugins with the memory plugin store/);
+    assert.equal(resolveThreads(configOf(yamlLines(...plugin('redis'))), 8, 'linux').threads, 8);
   });
 });
 

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
-import { copyFile, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, readFile, readlink, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { makeSelfSigned, type SelfSigned } from '../../loadtest/env/self-signed.js';
 import { join } from 'node:path';
@@ -610,6 +610,56 @@ describe('server.workers: 2 with a TLS listener', { timeout: 60_000 }, () => {
   });
 });
 
+describe('server.workers: 2 with an access log', { timeout: 60_000 }, () => {
+  let node: CountingNode | undefined;
+  let t: TestSluice | undefined;
+  let file = '';
+
+  before(async () => {
+    node = await countingNode(0);
+    t = await startTestSluice(
+      basicConfig([node.url], `${WORKERS}access_log:\n  enabled: true\n  destination: access.log\n`),
+      {
+        before: async (dir) => {
+          file = join(dir, 'access.log');
+        },
+      },
+    );
+  });
+  after(async () => {
+    await t?.close();
+    await node?.close();
+  });
+
+  it("writes every thread's lines through the main thread, whole and once each", async () => {
+    const n = 40;
+    const replies = await Promise.all(Array.from({ length: n }, () => post(t!.url)));
+    assert.deepEqual(
+      replies.map((r) => r.status),
+      Array<number>(n).fill(200),
+    );
+    const text = await metrics(t!);
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.ok(worker > 0, 'the worker thread served some');
+    const lines = async (): Promise<string[]> =>
+      (await readFile(file, 'utf8').catch(() => '')).split('\n').filter((l) => l !== '');
+    await waitFor(async () => (await lines()).length >= n, 5000, `${n} access-log lines`);
+    const all = (await lines()).map(
+      (l) => JSON.parse(l) as { msg: string; status: number; request_id: string },
+    );
+    assert.equal(all.length, n);
+    assert.ok(all.every((l) => l.msg === 'request' && l.status === 200));
+    assert.equal(new Set(all.map((l) => l.request_id)).size, n, 'each request once');
+    // One writer: the process holds the file open once (a worker writing its own would be a second).
+    let open = 0;
+    for (const fd of await readdir('/proc/self/fd')) {
+      const target = await readlink(`/proc/self/fd/${fd}`).catch(() => '');
+      if (target === file) open++;
+    }
+    assert.equal(open, 1, 'the access log is open once in the process');
+  });
+});
+
 describe('server.workers: 2 with admission', { timeout: 60_000 }, () => {
   let node: CountingNode | undefined;
   let t: TestSluice | undefined;
@@ -703,10 +753,12 @@ describe('server.workers: 2 with outlier ejection', { timeout: 60_000 }, () => {
 
   it('ejects a node on the failures of both threads together, once, in both threads', async () => {
     const statuses: number[] = [];
-    // One request at a time, a little apart: the verdict reaches the other thread within 20 ms.
+    // One request at a time, apart by more than a verdict takes to reach the other thread: a
+    // worker's outcomes go to the main thread every 20 ms, its verdicts are published every 20 ms
+    // and read every 20 ms, so up to 60 ms (30 ms apart failed once, on a busy machine).
     for (let i = 0; i < 30; i++) {
       statuses.push((await post(t!.url)).status);
-      await new Promise((r) => setTimeout(r, 30));
+      await new Promise((r) => setTimeout(r, 90));
     }
     assert.equal(badSeen, 3, `the failing node got ${badSeen} requests (statuses ${statuses.join(' ')})`);
     assert.equal(statuses.filter((s) => s === 500 || s === 502).length, 3);
@@ -716,6 +768,119 @@ describe('server.workers: 2 with outlier ejection', { timeout: 60_000 }, () => {
     const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
     const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
     assert.ok(main > 0 && worker > 0, `both threads served (${main} and ${worker})`);
+  });
+});
+
+/**
+ * A plugin that answers `/v1/crash` itself and, in a worker thread, then throws from a timer: an
+ * uncaught exception, which ends the thread. Elsewhere it does nothing.
+ */
+const CRASH_PLUGIN = `import { isMainThread } from 'node:worker_threads';
+export default {
+  name: 'crasher',
+  version: '1.0.0',
+  create() {
+    return {
+      onRoute(req) {
+        if (req.path !== '/v1/crash') return;
+        if (!isMainThread) setTimeout(() => { throw new Error('a worker thread crashes (test)'); }, 20);
+        req.respond(200, '{}', { 'content-type': 'application/json' });
+      },
+    };
+  },
+};
+`;
+
+/** A POST that gives up after `ms` (its connection may belong to a thread that died). */
+function postOrGiveUp(base: string, path: string, ms: number): Promise<number> {
+  return new Promise((resolve) => {
+    const u = new URL(path, base);
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        agent: false,
+        timeout: ms,
+        headers: { 'content-type': 'application/json', connection: 'close' },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', () => resolve(0));
+      },
+    );
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+    req.end(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }));
+  });
+}
+
+describe('server.workers: 2 when a worker thread dies', { timeout: 60_000 }, () => {
+  let node: CountingNode | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    node = await countingNode(0, true);
+    const yaml = `${basicConfig([node.url], WORKERS, {
+      pool: '    max_in_flight_per_node: 100',
+      route: '    plugins: [crash]',
+    })}plugins:
+  - name: crash
+    use: ./crasher.mjs
+`;
+    t = await startTestSluice(yaml, {
+      before: (dir) => writeFile(join(dir, 'crasher.mjs'), CRASH_PLUGIN),
+    });
+  });
+  after(async () => {
+    node?.release();
+    await t?.close();
+    await node?.close();
+  });
+
+  it('takes back the requests it held at the node, and its replacement serves', async () => {
+    const inFlight = async (): Promise<number | undefined> =>
+      sample(await metrics(t!), `sluice_upstream_in_flight{pool="gpu",node="${node!.url}"}`);
+    const n = 16;
+    const held = Array.from({ length: n }, () => postOrGiveUp(t!.url, '/v1/chat/completions', 20_000));
+    await waitFor(() => node!.seen.now === n, 10_000, `${n} requests at the node`);
+    assert.equal(await inFlight(), n);
+    // Requests on fresh connections until one lands in the worker thread and ends it.
+    for (let i = 0; i < 64 && !t!.logs.some((l) => l.includes('worker 1 exited')); i++) {
+      await postOrGiveUp(t!.url, '/v1/crash', 5000);
+      await new Promise((r) => setTimeout(r, 40));
+    }
+    await waitFor(() => t!.logs.some((l) => l.includes('worker 1 exited')), 5000, 'the worker to die');
+    await waitFor(
+      () => t!.logs.some((l) => /worker 1: released the \d+ shared counts it held/.test(l)),
+      5000,
+      'the release',
+    );
+    node!.release();
+    const statuses = await Promise.all(held);
+    const answered = statuses.filter((s) => s === 200).length;
+    assert.ok(answered < n, `some held requests were the dead thread's (${answered} of ${n} answered)`);
+    // The main thread's requests finished; the dead thread's no longer count.
+    await waitFor(async () => (await inFlight()) === 0, 5000, 'no request left counted at the node');
+    await waitFor(
+      async () => (await fetch(`${t!.adminUrl}/readyz`)).status === 200,
+      10_000,
+      'the replacement worker to run',
+    );
+    const served1 = async (): Promise<number> =>
+      sample(await metrics(t!), 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    const before1 = await served1();
+    const later = Promise.all(
+      Array.from({ length: 16 }, () => postOrGiveUp(t!.url, '/v1/chat/completions', 10_000)),
+    );
+    await waitFor(() => node!.seen.now === 16, 10_000, '16 new requests at the node');
+    assert.equal(await inFlight(), 16, 'counted once each, over both threads');
+    node!.release();
+    assert.deepEqual(await later, Array<number>(16).fill(200));
+    await waitFor(async () => (await inFlight()) === 0, 5000, 'the new requests to finish');
+    assert.ok((await served1()) > before1, 'the new worker served some of them');
   });
 });
 
