@@ -47,6 +47,13 @@ export type FromWorker =
   | { t: 'outcomes'; batches: OutcomeBatch[] }
   | { t: 'access-log'; text: string };
 
+/**
+ * A worker thread's young generation, MiB. V8's default let each worker's grow with the garbage of
+ * its connections: 10,000 idle connections over two threads took Sluice to 197.5 MiB, 171.8 MiB
+ * with this cap, for no CPU per request measurable in the proxy benchmark (docs/benchmarks.md,
+ * "Idle keep-alive connections").
+ */
+const WORKER_YOUNG_GENERATION_MB = 8;
 /** How long a worker gets to start (load the config, compile, bind), ms. */
 const START_TIMEOUT_MS = 30_000;
 /** How long a reload or a report may take in a worker before it counts as failed, ms. */
@@ -173,6 +180,7 @@ export class WorkerSet {
     const worker = new Worker(new URL('./worker-main.js', import.meta.url), {
       workerData: data,
       execArgv: workerExecArgv(process.execArgv),
+      resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
     });
     const thread = new WorkerThread(index, worker);
     const at = this.threads.findIndex((t) => t.index === index);
