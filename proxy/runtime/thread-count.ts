@@ -32,19 +32,82 @@ export function quotaCpus(cpuMax: string): number | null {
   return Math.max(1, Math.ceil(q / p));
 }
 
+/** The CPUs a cgroup v1 quota allows (`cpu.cfs_quota_us`, -1: none; `cpu.cfs_period_us`), or null. */
+export function cfsQuotaCpus(quotaUs: string, periodUs: string): number | null {
+  const q = Number(quotaUs.trim());
+  const p = Number(periodUs.trim());
+  if (!Number.isFinite(q) || !Number.isFinite(p) || q <= 0 || p <= 0) return null;
+  return Math.max(1, Math.ceil(q / p));
+}
+
+/** `/a/b` and its ancestors: `/a/b`, `/a`, `` (the root). */
+function ancestors(path: string): string[] {
+  const parts = path.split('/').filter((p) => p !== '');
+  const out: string[] = [];
+  for (let i = parts.length; i >= 0; i--)
+    out.push(
+      parts
+        .slice(0, i)
+        .map((p) => `/${p}`)
+        .join(''),
+    );
+  return out;
+}
+
+async function readOr(file: string): Promise<string | null> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The CPUs the cgroup CPU quotas of this process allow, or null when none is set: the smallest
+ * quota of its cgroup and every ancestor (a container's `--cpus`, a Kubernetes CPU limit, a systemd
+ * `CPUQuota=`), read from cgroup v2's `cpu.max` or cgroup v1's `cpu.cfs_quota_us` under `root`,
+ * for the cgroups `selfCgroup` (`/proc/self/cgroup`) names.
+ */
+export async function cgroupCpus(
+  root = '/sys/fs/cgroup',
+  selfCgroup = '/proc/self/cgroup',
+): Promise<number | null> {
+  const self = await readOr(selfCgroup);
+  if (self === null) return null;
+  let least: number | null = null;
+  const consider = (n: number | null): void => {
+    if (n !== null && (least === null || n < least)) least = n;
+  };
+  for (const line of self.split('\n')) {
+    const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
+    if (m === null) continue;
+    const [, id, controllers, path] = m;
+    if (id === '0' && controllers === '') {
+      for (const dir of ancestors(path!)) {
+        const text = await readOr(`${root}${dir}/cpu.max`);
+        if (text !== null) consider(quotaCpus(text));
+      }
+    } else if (controllers!.split(',').includes('cpu')) {
+      for (const mount of [`${root}/${controllers!}`, `${root}/cpu`]) {
+        for (const dir of ancestors(path!)) {
+          const quota = await readOr(`${mount}${dir}/cpu.cfs_quota_us`);
+          const period = await readOr(`${mount}${dir}/cpu.cfs_period_us`);
+          if (quota !== null && period !== null) consider(cfsQuotaCpus(quota, period));
+        }
+      }
+    }
+  }
+  return least;
+}
+
 /**
  * The cores this process may use: the CPUs its affinity mask allows (`os.availableParallelism()`,
- * which `taskset` narrows), capped by a cgroup v2 CPU quota (a container's `--cpus` or a Kubernetes
- * CPU limit) when `cpuMaxFile` holds one.
+ * which `taskset` narrows), capped by its cgroups' CPU quotas (`cgroupCpus`; none elsewhere than
+ * Linux).
  */
-export async function availableCores(cpuMaxFile = '/sys/fs/cgroup/cpu.max'): Promise<number> {
+export async function availableCores(root?: string, selfCgroup?: string): Promise<number> {
   const cpus = availableParallelism();
-  let quota: number | null = null;
-  try {
-    quota = quotaCpus(await readFile(cpuMaxFile, 'utf8'));
-  } catch {
-    // No cgroup v2 file (another OS, cgroup v1, a sandbox): the affinity mask alone.
-  }
+  const quota = await cgroupCpus(root, selfCgroup);
   return quota === null ? cpus : Math.min(cpus, quota);
 }
 

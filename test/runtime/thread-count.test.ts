@@ -7,10 +7,16 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { availableCores, quotaCpus, resolveThreads } from '../../proxy/runtime/thread-count.js';
+import {
+  availableCores,
+  cfsQuotaCpus,
+  cgroupCpus,
+  quotaCpus,
+  resolveThreads,
+} from '../../proxy/runtime/thread-count.js';
 import { workerExecArgv } from '../../proxy/runtime/worker-set.js';
 import { configOf, yamlLines } from '../config/config-fixtures.js';
 import { startScriptedNode, type ScriptedNode } from '../helpers/scripted-node.js';
@@ -33,15 +39,43 @@ describe('the cores auto counts', { timeout: 10_000 }, () => {
     assert.equal(quotaCpus('garbage here'), null);
   });
 
-  it('caps the CPUs the affinity mask allows by the quota in the file, and ignores a missing file', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sluice-cpu-max-'));
+  it('reads a cgroup v1 CFS quota, and -1 as none', () => {
+    assert.equal(cfsQuotaCpus('300000\n', '100000\n'), 3);
+    assert.equal(cfsQuotaCpus('-1', '100000'), null);
+    assert.equal(cfsQuotaCpus('x', '100000'), null);
+  });
+
+  it("takes the smallest quota of the process's cgroup and its ancestors, v2 and v1", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-cgroup-'));
+    const put = async (path: string, text: string): Promise<void> => {
+      await mkdir(join(dir, path, '..'), { recursive: true });
+      await writeFile(join(dir, path), text);
+    };
     try {
-      const file = join(dir, 'cpu.max');
-      await writeFile(file, '100000 100000\n');
-      assert.equal(await availableCores(file), 1);
-      await writeFile(file, 'max 100000\n');
-      assert.equal(await availableCores(file), availableParallelism());
-      assert.equal(await availableCores(join(dir, 'missing')), availableParallelism());
+      // cgroup v2: a systemd service's quota (1.5 CPUs) under a slice without one.
+      await put('v2/cpu.max', 'max 100000\n');
+      await put('v2/system.slice/cpu.max', 'max 100000\n');
+      await put('v2/system.slice/sluice.service/cpu.max', '150000 100000\n');
+      await put('self-v2', '0::/system.slice/sluice.service\n');
+      assert.equal(await cgroupCpus(join(dir, 'v2'), join(dir, 'self-v2')), 2);
+      // cgroup v1: the container's quota (3 CPUs) under a parent that allows 2.
+      await put('v1/cpu,cpuacct/cpu.cfs_quota_us', '-1\n');
+      await put('v1/cpu,cpuacct/cpu.cfs_period_us', '100000\n');
+      await put('v1/cpu,cpuacct/kubepods/cpu.cfs_quota_us', '200000\n');
+      await put('v1/cpu,cpuacct/kubepods/cpu.cfs_period_us', '100000\n');
+      await put('v1/cpu,cpuacct/kubepods/pod1/cpu.cfs_quota_us', '300000\n');
+      await put('v1/cpu,cpuacct/kubepods/pod1/cpu.cfs_period_us', '100000\n');
+      await put('self-v1', '12:memory:/kubepods/pod1\n4:cpu,cpuacct:/kubepods/pod1\n0::/\n');
+      assert.equal(await cgroupCpus(join(dir, 'v1'), join(dir, 'self-v1')), 2);
+      // No quota anywhere, or no cgroup file: none; the cores are then the affinity mask's.
+      await put('self-root', '0::/\n');
+      assert.equal(await cgroupCpus(join(dir, 'v2'), join(dir, 'self-root')), null);
+      assert.equal(await cgroupCpus(join(dir, 'v2'), join(dir, 'missing')), null);
+      assert.equal(
+        await availableCores(join(dir, 'v2'), join(dir, 'self-v2')),
+        Math.min(2, availableParallelism()),
+      );
+      assert.equal(await availableCores(join(dir, 'v2'), join(dir, 'missing')), availableParallelism());
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
