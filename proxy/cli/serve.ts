@@ -114,6 +114,7 @@ export async function runServe(argv: string[], defaultConfig: string): Promise<n
       void sluice.reload();
     }
   });
+  await sluice.stopAcceptingAll();
   log.info(`${signal}: draining ${await sluice.inFlightNow()} in-flight requests (up to ${timeout} ms)`);
   const cut = await sluice.drain(timeout);
   if (cut === 0) log.info('drained; exiting');

@@ -898,6 +898,20 @@ export class Sluice {
   }
 
   /**
+   * Closes the listening sockets of every thread (the start of a drain): once this resolves, new
+   * connections are refused whichever thread the kernel would have given them to.
+   */
+  async stopAcceptingAll(): Promise<void> {
+    this.stopAccepting();
+    await this.workers?.stopAccepting();
+  }
+
+  /** Closes this thread's listening sockets. */
+  stopAccepting(): void {
+    this.server?.stopAccepting();
+  }
+
+  /**
    * Requests in flight in every thread: the worker threads are asked for a report first, so the
    * figure is current; a worker that has not answered within `maxWaitMs` counts as it last
    * reported (a shutdown must not wait on a busy thread).

@@ -89,6 +89,10 @@ async function run(): Promise<void> {
             post({ t: 'reply', id: m.id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 }),
         );
         return;
+      case 'stop-accepting':
+        sluice.stopAccepting();
+        post({ t: 'reply', id: m.id, errors: [], cut: 0 });
+        return;
       case 'drain-node':
         sluice.drainNode(m.pool, m.node, m.drained);
         return;

@@ -35,7 +35,8 @@ export type ToWorker =
   | { t: 'drain-node'; pool: string; node: string; drained: boolean }
   | { t: 'stop'; id: number; timeoutMs: number }
   | { t: 'report'; id: number }
-  | { t: 'certificates'; id: number };
+  | { t: 'certificates'; id: number }
+  | { t: 'stop-accepting'; id: number };
 
 /** Messages from a worker. */
 export type FromWorker =
@@ -262,6 +263,11 @@ export class WorkerSet {
       this.threads.map((t) => t.ask((id) => ({ t: 'certificates', id }), REPLY_TIMEOUT_MS)),
     );
     return replies.flatMap((r) => r.errors);
+  }
+
+  /** Has every worker close its listening sockets; resolves once each has (or did not answer). */
+  async stopAccepting(): Promise<void> {
+    await Promise.all(this.threads.map((t) => t.ask((id) => ({ t: 'stop-accepting', id }), 5000)));
   }
 
   /** Drains or undrains a node in every worker (the admin API). */

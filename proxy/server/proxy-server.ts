@@ -214,6 +214,17 @@ export class ProxyServer implements SessionHost {
     if (this.drained !== null && this.stats.inFlight === 0) this.drained();
   }
 
+  /** Closes the listening sockets (once): new connections are refused from here on. */
+  stopAccepting(): void {
+    if (this.draining) return;
+    this.draining = true;
+    for (const l of this.listeners) {
+      if (l.socket !== null) us_listen_socket_close(l.socket);
+      l.socket = null;
+      l.net?.stopAccepting();
+    }
+  }
+
   /**
    * Stops accepting connections, waits for in-flight requests up to `timeoutMs`, then closes every
    * connection. Requests still running at the deadline are ended first, each as Sluice ends a
@@ -222,12 +233,7 @@ export class ProxyServer implements SessionHost {
    * requests so ended (0: everything finished in time).
    */
   async drain(timeoutMs: number): Promise<number> {
-    this.draining = true;
-    for (const l of this.listeners) {
-      if (l.socket !== null) us_listen_socket_close(l.socket);
-      l.socket = null;
-      l.net?.stopAccepting();
-    }
+    this.stopAccepting();
     // Connections accepted just before the listening socket closed may still be sending their
     // request: closing them when the count first reaches zero would reset them. The drain ends
     // only after the count stayed at zero for DRAIN_QUIET_MS (or at the deadline).
