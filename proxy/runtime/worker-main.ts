@@ -71,23 +71,20 @@ async function run(): Promise<void> {
       setTimeout(() => process.exit(1), 1000).unref();
     });
   });
+  /** Answers request `id` with the errors `work` resolves to (or its failure), named by this worker. */
+  const replyWith = (id: number, work: Promise<string[]>): void => {
+    void work.then(
+      (errors) => post({ t: 'reply', id, errors: errors.map((e) => `worker ${boot.index}: ${e}`), cut: 0 }),
+      (e: unknown) => post({ t: 'reply', id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 }),
+    );
+  };
   port.on('message', (m: ToWorker) => {
     switch (m.t) {
       case 'reload':
-        void sluice.applyWorkerConfig(m.text).then(
-          (errors) =>
-            post({ t: 'reply', id: m.id, errors: errors.map((e) => `worker ${boot.index}: ${e}`), cut: 0 }),
-          (e: unknown) =>
-            post({ t: 'reply', id: m.id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 }),
-        );
+        replyWith(m.id, sluice.applyWorkerConfig(m.text));
         return;
       case 'certificates':
-        void sluice.refreshCertificates().then(
-          (errors) =>
-            post({ t: 'reply', id: m.id, errors: errors.map((e) => `worker ${boot.index}: ${e}`), cut: 0 }),
-          (e: unknown) =>
-            post({ t: 'reply', id: m.id, errors: [`worker ${boot.index}: ${String(e)}`], cut: 0 }),
-        );
+        replyWith(m.id, sluice.refreshCertificates());
         return;
       case 'stop-accepting':
         sluice.stopAccepting();

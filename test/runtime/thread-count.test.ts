@@ -203,6 +203,9 @@ describe('server.workers auto on two cores', { timeout: 60_000 }, () => {
       }),
     );
     assert.deepEqual(replies, Array<number>(16).fill(200));
+    const text = await (await fetch(`${t!.adminUrl}/metrics`)).text();
+    const worker = /^sluice_thread_requests_total\{thread="1"\} (\d+)$/m.exec(text)?.[1];
+    assert.ok(Number(worker) > 0, `the worker thread served some of 16 connections (${worker ?? 'none'})`);
   });
 
   it('refuses a reload that adds what the threads cannot share, and keeps serving the old config', async () => {

@@ -101,6 +101,29 @@ async function countingNode(delayMs: number, hold = false): Promise<CountingNode
   };
 }
 
+/**
+ * Opens `n` connections at once, then sends `GET path` on each: how many answered `status` (the
+ * others were closed at accept, over a connection cap). Every connection is closed after.
+ */
+async function servedOfConnections(base: string, n: number, path: string, status: number): Promise<number> {
+  const conns: RawConnection[] = [];
+  try {
+    for (let i = 0; i < n; i++) conns.push(await RawConnection.open(base));
+    let served = 0;
+    for (const c of conns) {
+      try {
+        await c.write(`GET ${path} HTTP/1.1\r\nHost: sluice.test\r\n\r\n`);
+        if ((await c.readResponse(2000)).status === status) served++;
+      } catch {
+        // Closed at accept: over the cap.
+      }
+    }
+    return served;
+  } finally {
+    for (const c of conns) c.destroy();
+  }
+}
+
 const WORKERS = `server:
   workers: 2
 `;
@@ -396,23 +419,12 @@ describe('server.workers: 2 with max_concurrent and max_connections', { timeout:
       5000,
       'the refused requests to close their connections',
     );
-    const extra: RawConnection[] = [];
-    try {
-      for (let i = 0; i < 8; i++) extra.push(await RawConnection.open(t!.url));
-      let served = 0;
-      for (const c of extra) {
-        try {
-          // No key: 401 at once from a connection the cap let in.
-          await c.write('GET /v1/models HTTP/1.1\r\nHost: sluice.test\r\n\r\n');
-          if ((await c.readResponse(2000)).status === 401) served++;
-        } catch {
-          // Closed at accept: over the cap.
-        }
-      }
-      assert.equal(served, 3, 'connections beyond max_connections over both threads were closed');
-    } finally {
-      for (const c of extra) c.destroy();
-    }
+    // No key: 401 at once from a connection the cap let in.
+    assert.equal(
+      await servedOfConnections(t!.url, 8, '/v1/models', 401),
+      3,
+      'connections beyond max_connections over both threads were closed',
+    );
     node!.release();
     const replies = await Promise.all(pending);
     assert.equal(replies.filter((r) => r.status === 200).length, 3);
@@ -477,22 +489,11 @@ describe(
         conn.destroy();
       }
       await waitFor(async () => (await open()) === 0, 5000, 'the earlier connections to close');
-      const extra: RawConnection[] = [];
-      try {
-        for (let i = 0; i < 12; i++) extra.push(await RawConnection.open(t!.url));
-        let served = 0;
-        for (const c of extra) {
-          try {
-            await c.write('GET /nowhere HTTP/1.1\r\nHost: sluice.test\r\n\r\n');
-            if ((await c.readResponse(2000)).status === 200) served++;
-          } catch {
-            // Closed at accept: over the cap.
-          }
-        }
-        assert.equal(served, 8, 'connections beyond max_connections over both threads were closed');
-      } finally {
-        for (const c of extra) c.destroy();
-      }
+      assert.equal(
+        await servedOfConnections(t!.url, 12, '/nowhere', 200),
+        8,
+        'connections beyond max_connections over both threads were closed',
+      );
     });
   },
 );
