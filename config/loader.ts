@@ -10,7 +10,7 @@ import { loadPlugins, type LoadedPlugin } from '../proxy/plugin/plugin-loader.js
 import { formatConfigPath, type ConfigIssue, type LocatedIssue } from './config-issue.js';
 import { normalizeConfig } from './normalize.js';
 import { mapSchemaErrors } from './schema-errors.js';
-import { validateConfigSchema } from './schema-validator.js';
+import { configSchemaValidator } from './schema-validator.js';
 import { checkSemantics } from './semantic-checks.js';
 import type { SluiceConfig } from './types.js';
 import { hasPath, locatePath, type YamlSource } from './yaml-locate.js';
@@ -64,9 +64,8 @@ function parseParsed(parsed: ReturnType<typeof parseYaml>, text: string, file: s
     return { ok: false, errors: parsed.errors.map((issue) => ({ file, ...issue })).sort(byPosition) };
   }
   const data = parsed.data;
-  const schemaIssues = validateConfigSchema(data)
-    ? []
-    : mapSchemaErrors(validateConfigSchema.errors ?? [], data);
+  const validate = configSchemaValidator();
+  const schemaIssues = validate(data) ? [] : mapSchemaErrors(validate.errors ?? [], data);
   // A value the schema already rejected gets no second complaint from the semantic rules.
   const rejected = new Set(schemaIssues.map((issue) => formatConfigPath(issue.path)));
   const semanticIssues = checkSemantics(data, { has: (path) => hasPath(parsed.source, path) }).filter(
@@ -114,6 +113,24 @@ export async function loadConfigText(text: string, file: string): Promise<LoadRe
     return { ok: false, errors: issues.map((issue) => locate(source, file, issue)).sort(byPosition) };
   }
   return { ...result, plugins: loaded.plugins };
+}
+
+/**
+ * Loads the plugins of `config`, a config another thread of this process has loaded and checked
+ * (`server.workers`): the file is neither parsed nor validated again (a worker thread never compiles
+ * the schema), and the plugin modules and their options are loaded as {@link loadConfigText} does.
+ * Resolves to the plugins or to one message per problem; never rejects.
+ */
+export async function loadCheckedPlugins(
+  config: SluiceConfig,
+  file: string,
+): Promise<{ ok: true; plugins: LoadedPlugin[] } | { ok: false; errors: string[] }> {
+  const loaded = await loadPlugins(config.plugins, dirname(resolve(file)));
+  if (loaded.issues.length === 0) return { ok: true, plugins: loaded.plugins };
+  return {
+    ok: false,
+    errors: loaded.issues.map((issue) => `${file} ${formatConfigPath(issue.path)}: ${issue.message}`),
+  };
 }
 
 /**

@@ -1,6 +1,8 @@
 /**
- * Loads `config/schema.json` once, at module load, and compiles it with ajv into the validator that
- * also fills in defaults. Startup only: nothing here runs on the request path.
+ * Loads `config/schema.json` and compiles it with ajv into the validator that also fills in
+ * defaults, on first use. Startup and reload only: nothing here runs on the request path. A worker
+ * thread of `server.workers` never compiles it (it runs the config the main thread checked): the
+ * compiled schema holds about 20 MiB, which each thread would pay again.
  */
 import { readFileSync } from 'node:fs';
 import { Ajv, type ValidateFunction } from 'ajv';
@@ -26,8 +28,14 @@ function compileSchema(): ValidateFunction {
   return createAjv().compile(schema);
 }
 
+let compiled: ValidateFunction | null = null;
+
 /**
- * The compiled config schema. Call it on a plain-JS copy of the document: it fills in defaults in
- * place, returns true when the data is valid, and leaves the errors in `validateConfigSchema.errors`.
+ * The compiled config schema (compiled by the first call). Call it on a plain-JS copy of the
+ * document: it fills in defaults in place, returns true when the data is valid, and leaves the
+ * errors in its `errors`.
  */
-export const validateConfigSchema: ValidateFunction = compileSchema();
+export function configSchemaValidator(): ValidateFunction {
+  compiled ??= compileSchema();
+  return compiled;
+}

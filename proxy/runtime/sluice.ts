@@ -3,7 +3,12 @@
  * them, compiles the first plan, binds the listeners and the admin API, and owns reload and
  * shutdown. Reload is all-or-nothing: a config that fails any check leaves the running plan as is.
  */
-import { formatConfigError, loadConfigText } from '../../config/loader.js';
+import {
+  formatConfigError,
+  loadCheckedPlugins,
+  loadConfigFile,
+  loadConfigText,
+} from '../../config/loader.js';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { SluiceConfig } from '../../config/types.js';
@@ -223,7 +228,6 @@ export class Sluice {
     digest: string,
     watchFile: boolean,
     plugins: readonly LoadedPlugin[] = [],
-    text?: string,
     count: ThreadCount = resolveThreads(config, 1),
   ): Promise<void> {
     const threads = count.threads;
@@ -293,7 +297,8 @@ export class Sluice {
           threads - 1,
           {
             configPath: this.configPath,
-            text: text ?? (await readFile(this.configPath, 'utf8')),
+            config,
+            digest,
             ports,
             shared: this.shared.buffer as SharedArrayBuffer,
             sharedSlots: this.shared.capacity,
@@ -661,9 +666,9 @@ export class Sluice {
     this.stats.countReload('applied');
     this.watcher?.setFiles(this.watchedFiles());
     this.log.info(`config reloaded: version ${next.version} (${loaded.digest.slice(0, 12)})`);
-    // The workers compile the same text; they fail only where their environment differs (a plugin
+    // The workers compile the same config; they fail only where their environment differs (a plugin
     // module that cannot load there), which is logged and reported with the result.
-    const errors = this.workers === null ? [] : await this.workers.reload(text);
+    const errors = this.workers === null ? [] : await this.workers.reload(loaded.config, loaded.digest);
     for (const e of errors) this.log.error(`reload: ${e}`);
     return { result: 'applied', version: next.version, errors, certificates: swapped };
   }
@@ -720,12 +725,13 @@ export class Sluice {
   }
 
   /**
-   * A worker thread's reload: applies `text`, which the main thread has checked and applied.
-   * Resolves to the errors (empty when applied).
+   * A worker thread's reload: applies `config` (digest `digest`), which the main thread has checked
+   * and applied. Resolves to the errors (empty when applied).
    */
-  async applyWorkerConfig(text: string): Promise<string[]> {
-    const loaded = await loadConfigText(text, this.configPath);
-    if (!loaded.ok) return loaded.errors.map(formatConfigError);
+  async applyWorkerConfig(config: SluiceConfig, digest: string): Promise<string[]> {
+    const checked = await loadCheckedPlugins(config, this.configPath);
+    if (!checked.ok) return checked.errors;
+    const loaded = { config, digest, plugins: checked.plugins };
     const tls = await this.loadTls(loaded.config);
     if (Array.isArray(tls)) return tls;
     const served = new Map(this.tls);
@@ -1031,21 +1037,12 @@ async function readIfThere(file: string): Promise<string | null> {
 
 /** Loads `options.configPath` and starts Sluice; rejects with ConfigInvalidError on a bad file. */
 export async function startSluice(options: SluiceOptions): Promise<Sluice> {
-  let text: string;
-  try {
-    text = await readFile(options.configPath, 'utf8');
-  } catch (e) {
-    const message = `cannot read the config file: ${(e as Error).message}`;
-    throw new ConfigInvalidError([
-      formatConfigError({ file: options.configPath, line: 1, col: 1, path: '', message }),
-    ]);
-  }
-  const loaded = await loadConfigText(text, options.configPath);
+  const loaded = await loadConfigFile(options.configPath);
   if (!loaded.ok) throw new ConfigInvalidError(loaded.errors.map(formatConfigError));
   const count = resolveThreads(loaded.config, options.cores ?? (await availableCores()));
   const shared = new SharedTable({ shared: count.threads > 1 });
   const sluice = new Sluice(options.configPath, options.logger ?? createLogger('info'), shared);
-  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? [], text, count);
+  await sluice.start(loaded.config, loaded.digest, options.watch ?? true, loaded.plugins ?? [], count);
   return sluice;
 }
 

@@ -1,11 +1,11 @@
 /**
- * A worker thread of `server.workers`: loads the config text the main thread runs, serves the
+ * A worker thread of `server.workers`: runs the config the main thread loaded and checked, serves the
  * listeners on the ports the main thread bound, and answers the main thread's messages (reloads,
  * operator drains, metric reports, the drain at shutdown). Its log lines go to the main thread's
  * logger. See worker-set.ts for the other side.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { formatConfigError, loadConfigText } from '../../config/loader.js';
+import { loadCheckedPlugins } from '../../config/loader.js';
 import { SharedTable } from './shared-table.js';
 import { levelFromEnv, LogLevel, type Logger } from './logger.js';
 import { Sluice } from './sluice.js';
@@ -27,9 +27,9 @@ const log: Logger = {
 };
 
 async function run(): Promise<void> {
-  const loaded = await loadConfigText(boot.text, boot.configPath);
+  const loaded = await loadCheckedPlugins(boot.config, boot.configPath);
   if (!loaded.ok) {
-    post({ t: 'failed', message: loaded.errors.map(formatConfigError).join('\n') });
+    post({ t: 'failed', message: loaded.errors.join('\n') });
     return;
   }
   const sluice = new Sluice(
@@ -41,7 +41,7 @@ async function run(): Promise<void> {
     // Access-log lines go to the main thread, the one writer of the log (lines from several
     // threads written to one pipe could interleave).
     sluice.accessLogRelay = (text) => post({ t: 'access-log', text });
-    await sluice.startWorker(loaded.config, loaded.digest, loaded.plugins ?? [], boot.ports);
+    await sluice.startWorker(boot.config, boot.digest, loaded.plugins, boot.ports);
   } catch (e) {
     post({ t: 'failed', message: (e as Error).message });
     return;
@@ -81,7 +81,7 @@ async function run(): Promise<void> {
   port.on('message', (m: ToWorker) => {
     switch (m.t) {
       case 'reload':
-        replyWith(m.id, sluice.applyWorkerConfig(m.text));
+        replyWith(m.id, sluice.applyWorkerConfig(m.config, m.digest));
         return;
       case 'certificates':
         replyWith(m.id, sluice.refreshCertificates());

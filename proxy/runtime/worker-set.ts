@@ -3,21 +3,24 @@
  * the main thread applied on to them, forwards operator drains, merges what they report, and stops
  * them with the main thread's drain. Each worker runs the listeners on the ports the main thread
  * bound (`SO_REUSEPORT`: the kernel spreads new connections across the threads) with a plan
- * compiled from the same config text; worker-main.ts is the other side.
+ * compiled from the same config (the main thread's loaded and checked config, copied: a worker
+ * never parses or validates the file itself); worker-main.ts is the other side.
  */
 import { SharedTable } from './shared-table.js';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from './logger.js';
 import type { StatsDelta } from '../metrics/stats-delta.js';
 import type { OutcomeBatch } from './health-mirror.js';
+import type { SluiceConfig } from '../../config/types.js';
 
 /** What a worker starts from (its `workerData`). */
 export interface WorkerBoot {
   /** 1 to workers - 1 (the main thread is 0). */
   index: number;
   configPath: string;
-  /** The config text the main thread runs. */
-  text: string;
+  /** The config the main thread runs, as loaded and checked there, and the digest of its text. */
+  config: SluiceConfig;
+  digest: string;
   /** The port each listener bound in the main thread, by listener name. */
   ports: Record<string, number>;
   /** The shared state table's buffer and size (shared-table.ts). */
@@ -31,7 +34,7 @@ export interface WorkerBoot {
 
 /** Messages to a worker. */
 export type ToWorker =
-  | { t: 'reload'; id: number; text: string }
+  | { t: 'reload'; id: number; config: SluiceConfig; digest: string }
   | { t: 'drain-node'; pool: string; node: string; drained: boolean }
   | { t: 'stop'; id: number; timeoutMs: number }
   | { t: 'report'; id: number }
@@ -119,9 +122,10 @@ export class WorkerSet {
   private readonly onOutcomes: (batches: OutcomeBatch[]) => void;
   private readonly onAccessLog: (text: string) => void;
   private readonly onDied: (index: number, ledger: Int32Array) => void;
-  /** The config text the workers run (what a restarted worker starts from). */
-  private text: string;
-  private readonly boot: Omit<WorkerBoot, 'index' | 'text' | 'ledger'>;
+  /** The config the workers run, and its digest (what a restarted worker starts from). */
+  private config: SluiceConfig;
+  private digest: string;
+  private readonly boot: Omit<WorkerBoot, 'index' | 'config' | 'digest' | 'ledger'>;
 
   private constructor(
     boot: Omit<WorkerBoot, 'index' | 'ledger'>,
@@ -131,8 +135,9 @@ export class WorkerSet {
     onAccessLog: (text: string) => void,
     onDied: (index: number, ledger: Int32Array) => void,
   ) {
-    const { text, ...rest } = boot;
-    this.text = text;
+    const { config, digest, ...rest } = boot;
+    this.config = config;
+    this.digest = digest;
     this.boot = rest;
     this.log = log;
     this.onStats = onStats;
@@ -177,7 +182,7 @@ export class WorkerSet {
 
   private spawn(index: number): Promise<void> {
     const ledger = new SharedArrayBuffer(SharedTable.ledgerBytes(this.boot.sharedSlots));
-    const data: WorkerBoot = { ...this.boot, index, text: this.text, ledger };
+    const data: WorkerBoot = { ...this.boot, index, config: this.config, digest: this.digest, ledger };
     const worker = new Worker(new URL('./worker-main.js', import.meta.url), {
       workerData: data,
       execArgv: workerExecArgv(process.execArgv),
@@ -243,13 +248,14 @@ export class WorkerSet {
   }
 
   /**
-   * Applies `text` (a config the main thread just applied) in every worker. Resolves to the errors
-   * of the workers that could not apply it (empty: all did).
+   * Applies `config` (a config the main thread just applied; `digest`, its text's) in every worker.
+   * Resolves to the errors of the workers that could not apply it (empty: all did).
    */
-  async reload(text: string): Promise<string[]> {
-    this.text = text;
+  async reload(config: SluiceConfig, digest: string): Promise<string[]> {
+    this.config = config;
+    this.digest = digest;
     const replies = await Promise.all(
-      this.threads.map((t) => t.ask((id) => ({ t: 'reload', id, text }), REPLY_TIMEOUT_MS)),
+      this.threads.map((t) => t.ask((id) => ({ t: 'reload', id, config, digest }), REPLY_TIMEOUT_MS)),
     );
     return replies.flatMap((r) => r.errors);
   }

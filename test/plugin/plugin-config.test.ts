@@ -6,11 +6,11 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCheckCli } from '../../config/check-cli.js';
-import { loadConfigFile, formatConfigError } from '../../config/loader.js';
+import { loadCheckedPlugins, loadConfigFile, formatConfigError } from '../../config/loader.js';
 import { findSluiceRoot } from '../../config/sluice-root.js';
 
 const HEAD = `pools:
@@ -166,5 +166,38 @@ routes:
     assert.deepEqual(r.plugins?.[0]?.config.options, { header: 'x-tenant-requests', ttl_ms: 0 });
     assert.equal(r.config.plugins[0]?.timeout_ms, 1000);
     assert.equal(r.config.plugins[0]?.fail_open, false);
+  });
+
+  it('a worker thread loads the plugins of the checked config again, and names a module it cannot load', async () => {
+    await copyFile(join(dir, 'counter.mjs'), join(dir, 'counter-copy.mjs'));
+    const file = join(dir, 'checked.yaml');
+    await writeFile(
+      file,
+      `${HEAD}plugins:
+  - name: counter
+    use: ./counter-copy.mjs
+    options:
+      ttl_ms: 5
+routes:
+  - name: all
+    pool: gpu
+    plugins: [counter]
+`,
+    );
+    const r = await loadConfigFile(file);
+    if (!r.ok) assert.fail(r.errors.map(formatConfigError).join('\n'));
+    // What a worker receives is a copy of the main thread's config, never the file.
+    const copy = structuredClone(r.config);
+    const again = await loadCheckedPlugins(copy, file);
+    if (!again.ok) assert.fail(again.errors.join('\n'));
+    assert.equal(again.plugins[0]?.definition.name, 'tenant-counter');
+    assert.deepEqual(again.plugins[0]?.config.options, { header: 'x-tenant-requests', ttl_ms: 5 });
+    // The module gone since the main thread loaded it: the worker's error names the instance.
+    await rename(join(dir, 'counter-copy.mjs'), join(dir, 'counter-moved.mjs'));
+    const gone = await loadCheckedPlugins(structuredClone(r.config), file);
+    assert.equal(gone.ok, false);
+    if (gone.ok) return;
+    assert.equal(gone.errors.length, 1);
+    assert.match(gone.errors[0]!, /checked\.yaml plugins\[0\]\.use: .*counter-copy\.mjs/);
   });
 });
