@@ -24,6 +24,7 @@ COPY proxy ./proxy
 COPY loadtest ./loadtest
 COPY test ./test
 RUN npx tsc -p . \
+ && node dist/config/schema-precompile.js \
  && npm prune --omit=dev --no-audit --no-fund \
  && node -e "require('better-sqlite3')(':memory:').close()"
 
