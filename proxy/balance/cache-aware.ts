@@ -29,11 +29,14 @@
  * has forgotten more than the home's KV room holds. A key this instance never placed keeps the
  * prior (docs/balancing.md, "Two instances without shared state").
  *
- * The stall term (off by default) is what the request's prefill costs the requests already on the
- * node: with chunked prefill each of their decode steps waits for it. With it on, load places new
- * conversations too, so the node this instance placed the key on last takes the home's part; an
- * instance that did not place it still credits the home, which is why several instances without
- * shared state keep it off (docs/balancing.md, "Stall weight").
+ * The stall term (weight 0.5 by default) is what the request's prefill costs the requests already
+ * on the node: with chunked prefill each of their decode steps waits for it. With it, load places
+ * new conversations too, so the node this instance placed the key on last takes the home's part; an
+ * instance that did not place it still credits the home, so several instances without shared state
+ * would each follow their own placements. The term therefore counts in full only while stale
+ * requests are rare among those whose key this instance placed before (under 5 %: one instance, or
+ * a balancer that keeps each conversation on one instance), and fades to nothing at 20 % (instances
+ * that take turns on conversations) (docs/balancing.md, "Stall weight").
  */
 import { AffinityOutcome, affinityHashOf } from './balance-policy.js';
 import type { BalanceOptions, BalancePolicy, PickRequest, PoolMember } from './balance-policy.js';
@@ -60,8 +63,27 @@ export const DEFAULT_CACHE_SPILL_FLOOR_TOKENS = 16_384;
  * same TTFT p99 (docs/benchmarks.md).
  */
 export const DEFAULT_CACHE_AWARE_QUEUE_WEIGHT = 1;
-/** Default weight of the stall a prefill adds to a node's running requests: 0, off. */
-export const DEFAULT_STALL_WEIGHT = 0;
+/**
+ * Default weight of the stall a prefill adds to a node's running requests. It counts in full only
+ * while this instance places the turns of its conversations itself (`STALL_FULL_SHARE`).
+ */
+export const DEFAULT_STALL_WEIGHT = 0.5;
+/**
+ * Share of stale requests (turns after ones another instance placed: `stale` in `pick`) among those
+ * whose key this instance placed before, up to which the stall weight counts in full, and from which
+ * it counts no more (linear between). One instance sees none but turns that add four messages or
+ * more at once; instances behind a balancer that spreads each conversation's turns over them see
+ * about half or more. The stall term places conversations by load, which instances that share no
+ * state cannot agree on: each would follow its own placements (docs/balancing.md, "Stall weight").
+ */
+const STALL_FULL_SHARE = 0.05;
+const STALL_OFF_SHARE = 0.2;
+/**
+ * Weight of one request in the stale share's moving average (about the last 32 that count: from
+ * its start at 1, the share falls under 5 % after about 95 requests that follow this instance's own
+ * turns).
+ */
+const STALE_SHARE_ALPHA = 1 / 32;
 /** Keys whose last placement a policy remembers (a power of two). */
 export const PLACED_KEYS = 4096;
 const PLACED_KEYS_MASK = PLACED_KEYS - 1;
@@ -115,6 +137,14 @@ export class CacheAwarePolicy implements BalancePolicy {
   private readonly homeTokens: number;
   /** Weight of the delay the request's prefill adds to each request in flight on a node (0: off). */
   private readonly stallWeight: number;
+  /**
+   * Moving average of the stale share: 1 for a request whose key this instance placed before and
+   * that comes after turns another instance placed, 0 for one that follows this instance's own.
+   * It starts at 1: the stall term comes in once this instance has seen that it places the turns
+   * of its conversations itself (a conversation placed by load where other instances would not
+   * look costs more than a conversation placed without the term).
+   */
+  staleShare = 1;
   /**
    * Where this instance last placed each affinity key, by the key's ring hash modulo the table size,
    * `PLACED_FIELDS` int32s per key (128 KiB in all): the hash + 1 (0: empty), the member slot, and
@@ -205,7 +235,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     // whatever its own index saw, and a conversation that load moved comes back next turn. With a
     // stall weight, load also places new conversations: the node this instance placed the key on
     // last takes the home's part.
-    const stall = this.stallWeight;
+    let stall = this.stallWeight;
     // Where this instance placed the key last (and the turn it placed there), if it did.
     const table = this.placed;
     const at = (keyHash & PLACED_KEYS_MASK) * PLACED_FIELDS;
@@ -231,6 +261,13 @@ export class CacheAwarePolicy implements BalancePolicy {
       lastBlocks <= n &&
       blocks[lastBlocks - 1] === table[turn + T_HASH];
     const followed = seen && !stale;
+    if (seen) this.staleShare += ((stale ? 1 : 0) - this.staleShare) * STALE_SHARE_ALPHA;
+    const share = this.staleShare;
+    if (share > STALL_FULL_SHARE)
+      stall =
+        share >= STALL_OFF_SHARE
+          ? 0
+          : (stall * (STALL_OFF_SHARE - share)) / (STALL_OFF_SHARE - STALL_FULL_SHARE);
     const homeTokens = this.homeTokens;
     if (stall > 0 && followed) {
       // Slots are this policy's own (a new member list builds a new policy); a placed node that is
@@ -353,7 +390,7 @@ export class CacheAwarePolicy implements BalancePolicy {
     if (expected.probed) {
       req.expectedTtftMs = bestEstimate;
       req.queuedMs = rate[best]! * queued[best]!;
-      if (stall > 0) req.stallMs = bestStall;
+      if (this.stallWeight > 0) req.stallMs = bestStall;
     }
     if (n > 0) this.indexes[best]!.record(blocks, bestMatched);
     if (key !== null) this.place(at, keyHash, best, messages, blocks);

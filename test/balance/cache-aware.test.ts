@@ -26,10 +26,22 @@ import { runPolicyConformance } from './conformance.js';
 import { TestFleet, request, type TestRequest } from './fleet.js';
 
 runPolicyConformance('cache-aware', createCacheAware);
-runPolicyConformance('cache-aware with a stall weight', createCacheAware, { stallWeight: 0.5 });
+runPolicyConformance('cache-aware with a stall weight', (ms, options) => oneInstance(ms, options), {
+  stallWeight: 0.5,
+});
 
 const fleet = new TestFleet();
 afterEach(() => fleet.close());
+
+/**
+ * A cache-aware policy that has seen that it places its conversations' turns itself (a stale share
+ * of 0, as after about a hundred turns that follow its own), so that a stall weight counts in full.
+ */
+function oneInstance(ms: readonly PoolMember[], options: BalanceOptions): CacheAwarePolicy {
+  const p = new CacheAwarePolicy(ms, options);
+  p.staleShare = 0;
+  return p;
+}
 
 /**
  * A request whose prompt is `text` (its blocks hashed), keyed by `key`; `history`: its history
@@ -135,7 +147,7 @@ describe('cache-aware policy', () => {
   it('sends the next turn of a conversation to the node that served the last one, and says how much it expects cached', () => {
     const ms = fleet.members(1, 1, 1, 1);
     rate(ms);
-    const p = new CacheAwarePolicy(ms, {});
+    const p = new CacheAwarePolicy(ms, { stallWeight: 0 });
     const turn1 = words('history of session one ', 40);
     const first = pick(p, chat(turn1))!;
     const next = chat(turn1 + words('and a follow-up ', 8));
@@ -186,14 +198,14 @@ describe('cache-aware policy', () => {
     const ms = fleet.members(1, 1);
     rate(ms);
     const opening = words('opening of conversation s ', 4); // 256 tokens
-    const home = pick(new CacheAwarePolicy(ms, {}), chat(opening, 's'))!;
+    const home = pick(new CacheAwarePolicy(ms, { stallWeight: 0 }), chat(opening, 's'))!;
     const other = ms.find((m) => m.node !== home)!.node;
     home.inFlight = 6;
     try {
       // Without it the home wins: 0.1 × (1 + 128) = 12.9 against 0.1 × (256 + 128) = 38.4.
-      assert.equal(pick(new CacheAwarePolicy(ms, {}), chat(opening, 's')), home);
+      assert.equal(pick(new CacheAwarePolicy(ms, { stallWeight: 0 }), chat(opening, 's')), home);
       // Weight 0.5: the home's prefill would stall its 6 running requests, 12.9 + 0.5 × 6 × 12.9 = 51.6.
-      const p = new CacheAwarePolicy(ms, { stallWeight: 0.5 });
+      const p = oneInstance(ms, { stallWeight: 0.5 });
       assert.equal(pick(p, chat(opening, 's')), other);
       // The home is free again and the other node runs one request: the second turn still goes where
       // this instance placed the first (0.1 × (1 + 128) × 1.5 = 19.35 against 0.1 × (512 + 128) = 64
@@ -209,11 +221,53 @@ describe('cache-aware policy', () => {
         `${second.stallMs}`,
       );
       // An instance that did not place it credits the ring's home with the conversation instead.
-      assert.equal(pick(new CacheAwarePolicy(ms, { stallWeight: 0.5 }), turn2()), home);
+      assert.equal(pick(oneInstance(ms, { stallWeight: 0.5 }), turn2()), home);
     } finally {
       home.inFlight = 0;
       other.inFlight = 0;
     }
+  });
+
+  it('with a stall weight, stops weighing the stall once other instances place the turns between its own', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const opening = (k: number): string => words(`opening of conversation ${k} `, 4); // 256 tokens
+    const p = new CacheAwarePolicy(ms, { stallWeight: 0.5 });
+    /**
+     * Where `p` places the first turn of a new conversation `key` while the key's home runs 6
+     * requests (the home: where a policy without the stall weight places it), and the stall it
+     * charged: with the weight, the home's prefill would stall them (the test above).
+     */
+    const newConversation = (key: string): { atHome: boolean; stallMs: number } => {
+      const text = words(`opening of conversation ${key} `, 4);
+      const home = pick(new CacheAwarePolicy(ms, { stallWeight: 0 }), chat(text, key))!;
+      home.inFlight = 6;
+      try {
+        const req = chat(text, key);
+        return { atHome: pick(p, req) === home, stallMs: req.stallMs };
+      } finally {
+        home.inFlight = 0;
+      }
+    };
+    // Until it has seen whether other instances place turns of its conversations, no stall.
+    assert.equal(p.staleShare, 1);
+    assert.deepEqual(newConversation('r'), { atHome: true, stallMs: 0 });
+    // One instance: each turn follows the one it placed (two messages more).
+    for (let k = 0; k < 120; k++) {
+      pick(p, chat(opening(k), `c${k}`, 0, 2));
+      pick(p, chat(opening(k) + words(`second turn of ${k} `, 4), `c${k}`, 256, 4));
+    }
+    assert.ok(p.staleShare < 0.05, `stale share ${p.staleShare}`);
+    assert.equal(newConversation('s').atHome, false);
+    // Another instance takes turns: the turn after this instance's own has four messages more (the
+    // one between went through the other instance). 80 such stale turns: the share passes 20 %.
+    for (let k = 120; k < 200; k++) {
+      pick(p, chat(opening(k), `c${k}`, 0, 2));
+      pick(p, chat(opening(k) + words(`turns two and three of ${k} `, 8), `c${k}`, 512, 6));
+    }
+    assert.ok(p.staleShare > 0.2, `stale share ${p.staleShare}`);
+    // Placed as without the stall weight now; the home's 6 running requests are charged no stall.
+    assert.deepEqual(newConversation('u'), { atHome: true, stallMs: 0 });
   });
 
   it('with a stall weight, reads the index of a busy node scanned second exactly up to where its stall outweighs its cached prefix', () => {
@@ -226,7 +280,7 @@ describe('cache-aware policy', () => {
     // wins up to 6 requests in flight (268.8) and loses at 7 (307.2). Pruned with a wrong bound,
     // its index would not be read and the idle node would win at 6 too.
     const winnerAt = (inFlight: number): UpstreamNode | null => {
-      const p = new CacheAwarePolicy(ms, { stallWeight: 1 });
+      const p = oneInstance(ms, { stallWeight: 1 });
       p.indexes[1]!.record(blockHashes(history), 0);
       busy.inFlight = inFlight;
       try {

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { parseConfig } from '../../config/loader.js';
 import type { PickRequest } from '../../proxy/balance/balance-policy.js';
 import { chargePrefill } from '../../proxy/balance/node-timing.js';
+import { CacheAwarePolicy } from '../../proxy/balance/cache-aware.js';
 import { StatsRegistry } from '../../proxy/metrics/stats.js';
 import { compilePlan, type Plan } from '../../proxy/plan/plan.js';
 import { RuntimeState } from '../../proxy/plan/runtime-state.js';
@@ -78,16 +79,24 @@ describe('plan compilation', () => {
       queuedMs: -1,
       stallMs: -1,
     });
-    const pickOf = (plan: Plan) => plan.pools.get('gpu')!.pick(req(), []);
+    const pickOf = (plan: Plan) => {
+      const pool = plan.pools.get('gpu')!;
+      // As after the turns that show this instance places its conversations' turns itself.
+      if (pool.policy instanceof CacheAwarePolicy) pool.policy.staleShare = 0;
+      return pool.pick(req(), []);
+    };
     const balance = '{ kind: cache-aware, affinity: { source: header, name: x-session-id }';
-    const plain = compile(`${balance} }`);
-    const home = pickOf(plain)!;
-    // The home holds the key's prefix (credited 299 of 300 tokens) but runs 20 requests: weight 1
-    // makes its prefill's stall, 20 × (1 + 128) token-times, outweigh the other node's 300 + 128.
-    home.inFlight = 20;
+    const off = compile(`${balance}, stall_weight: 0 }`);
+    const home = pickOf(off)!;
+    // The home holds the key's prefix (credited 299 of 300 tokens): its own prefill is 1 + 128
+    // token-times, the other node's 300 + 128. Its prefill's stall adds weight × in flight × 129.
+    home.inFlight = 3;
     try {
-      assert.equal(pickOf(plain), home, 'off by default');
-      assert.notEqual(pickOf(compile(`${balance}, stall_weight: 1 }`)), home);
+      assert.equal(pickOf(compile(`${balance} }`)), home, 'the default 0.5: 129 × 2.5 against 428');
+      assert.notEqual(pickOf(compile(`${balance}, stall_weight: 1 }`)), home, '129 × 4 against 428');
+      home.inFlight = 20;
+      assert.equal(pickOf(off), home, 'weight 0 weighs no stall');
+      assert.notEqual(pickOf(compile(`${balance} }`)), home, 'the default: 129 × 11 against 428');
     } finally {
       home.inFlight = 0;
     }
