@@ -6,9 +6,9 @@
  * schema text it came from. `npm run build` and `npm ci` (prepare) run it after the TypeScript
  * compiler: `node dist/config/schema-precompile.js`.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import standaloneCode from 'ajv/dist/standalone/index.js';
 import { createSchemaAjv, PRECOMPILED_FILE, schemaDigest } from './schema-validator.js';
 import { schemaFilePath } from './sluice-root.js';
@@ -31,6 +31,9 @@ export function writePrecompiled(schemaFile: string, out: string): void {
   renameSync(`${out}.tmp`, out);
 }
 
-if (process.argv[1] !== undefined && pathToFileURL(resolve(process.argv[1])).href === import.meta.url) {
+// Run as a script (`node dist/config/schema-precompile.js`), through symbolic links too: Node
+// resolves the main module's real path.
+const main = process.argv[1];
+if (main !== undefined && realpathSync(resolve(main)) === realpathSync(fileURLToPath(import.meta.url))) {
   writePrecompiled(schemaFilePath(), PRECOMPILED_FILE);
 }

@@ -22,6 +22,9 @@ import { schemaFilePath } from './sluice-root.js';
  */
 const OPTIONS: Options = { allErrors: true, useDefaults: true, verbose: true, strict: true };
 
+/** The keywords Sluice adds to ajv (see `createSchemaAjv`). */
+const KEYWORDS: readonly string[] = ['patternErrorMessage', 'anyOfMessage'];
+
 /**
  * Creates the ajv instance the config schema is compiled with (`extra`: options added, such as
  * the source code the build needs to write the validator out). `patternErrorMessage` is the
@@ -31,14 +34,19 @@ const OPTIONS: Options = { allErrors: true, useDefaults: true, verbose: true, st
  */
 export function createSchemaAjv(extra: Options = {}): Ajv {
   const ajv = new Ajv({ ...OPTIONS, ...extra });
-  ajv.addKeyword('patternErrorMessage');
-  ajv.addKeyword('anyOfMessage');
+  for (const k of KEYWORDS) ajv.addKeyword(k);
   return ajv;
 }
 
-/** The sha256 (hex) of the schema file's text: what ties a generated validator to its schema. */
+/**
+ * What ties a generated validator to what it was generated from: the sha256 (hex) of the schema
+ * file's text, the options and keywords it was compiled with, and ajv's version. A change to any
+ * of them since the build makes the generated module unusable, so the schema is compiled instead.
+ */
 export function schemaDigest(schemaText: string): string {
-  return createHash('sha256').update(schemaText).digest('hex');
+  const ajv = (createRequire(import.meta.url)('ajv/package.json') as { version: string }).version;
+  const compiler = JSON.stringify({ options: OPTIONS, keywords: KEYWORDS, ajv });
+  return createHash('sha256').update(schemaText).update('\0').update(compiler).digest('hex');
 }
 
 /** Where the build writes the generated validator: beside this module, in `dist/config/`. */

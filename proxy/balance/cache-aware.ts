@@ -69,9 +69,9 @@ export const DEFAULT_CACHE_AWARE_QUEUE_WEIGHT = 1;
  */
 export const DEFAULT_STALL_WEIGHT = 0.5;
 /**
- * Share of stale requests (turns after ones another instance placed: `stale` in `pick`) among those
- * whose key this instance placed before, up to which the stall weight counts in full, and from which
- * it counts no more (linear between). One instance sees none but turns that add four messages or
+ * Share of stale requests (turns after ones another instance placed: `stale` in `pick`) among chat
+ * requests whose key this instance placed before, up to which the stall weight counts in full for
+ * keyed requests, and from which it counts no more (linear between). One instance sees none but turns that add four messages or
  * more at once; instances behind a balancer that spreads each conversation's turns over them see
  * about half or more. The stall term places conversations by load, which instances that share no
  * state cannot agree on: each would follow its own placements (docs/balancing.md, "Stall weight").
@@ -261,9 +261,14 @@ export class CacheAwarePolicy implements BalancePolicy {
       lastBlocks <= n &&
       blocks[lastBlocks - 1] === table[turn + T_HASH];
     const followed = seen && !stale;
-    if (seen) this.staleShare += ((stale ? 1 : 0) - this.staleShare) * STALE_SHARE_ALPHA;
+    // Whether other instances place turns of this instance's conversations is learned from chat
+    // bodies whose key this instance placed before, once per request (a retry repeats the turn
+    // placed and is judged against the one before it: not counted again).
+    if (seen && messages > 0 && turn === at + P_TURN)
+      this.staleShare += ((stale ? 1 : 0) - this.staleShare) * STALE_SHARE_ALPHA;
+    // Only placements by key can part ways between instances: a keyless request has the full weight.
     const share = this.staleShare;
-    if (share > STALL_FULL_SHARE)
+    if (home >= 0 && share > STALL_FULL_SHARE)
       stall =
         share >= STALL_OFF_SHARE
           ? 0

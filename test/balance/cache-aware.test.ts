@@ -270,6 +270,52 @@ describe('cache-aware policy', () => {
     assert.deepEqual(newConversation('u'), { atHome: true, stallMs: 0 });
   });
 
+  it('with a stall weight, weighs it in part between 5 and 20 % stale, in full for keyless requests, and learns only from first attempts of chat turns', () => {
+    const ms = fleet.members(1, 1);
+    rate(ms);
+    const text = words('opening of conversation h ', 4); // 256 tokens
+    const home = pick(new CacheAwarePolicy(ms, { stallWeight: 0 }), chat(text, 'h'))!;
+    home.inFlight = 6;
+    try {
+      // At a share of 0.125, halfway between 0.05 and 0.2, half the weight: the home's own prefill
+      // 0.1 × (1 + 128) = 12.9 plus its stall 0.25 × 6 × 12.9 = 19.35 beats the other node's 38.4
+      // (at the full 0.5 it would be 38.7 more and lose: the tests above).
+      const half = new CacheAwarePolicy(ms, { stallWeight: 0.5 });
+      half.staleShare = 0.125;
+      const req = chat(text, 'h');
+      assert.equal(pick(half, req), home);
+      assert.ok(Math.abs(req.stallMs - 19.35) < 1e-9, `${req.stallMs}`);
+    } finally {
+      home.inFlight = 0;
+    }
+    // A keyless request has the full weight whatever the share (no placement by key to part ways
+    // over): the busy node that holds its history loses to its stall at 7 in flight (the test below).
+    const history = words('long history of a keyless conversation ', 40);
+    const p = new CacheAwarePolicy(ms, { stallWeight: 1 });
+    assert.equal(p.staleShare, 1);
+    p.indexes[1]!.record(blockHashes(history), 0);
+    ms[1]!.node.inFlight = 7;
+    try {
+      assert.equal(pick(p, chat(history + words('one more question ', 4))), ms[0]!.node);
+    } finally {
+      ms[1]!.node.inFlight = 0;
+    }
+    // The share moves with a chat turn that follows this instance's own, once: not again for the
+    // same turn sent again (a retry), nor for keyed bodies without chat messages.
+    const q = new CacheAwarePolicy(ms, { stallWeight: 0.5 });
+    const turn1 = words('first turn of conversation q ', 4);
+    const turn2 = turn1 + words('second turn of conversation q ', 4);
+    pick(q, chat(turn1, 'q', 0, 2));
+    pick(q, chat(turn2, 'q', 256, 4));
+    assert.equal(q.staleShare, 1 - 1 / 32);
+    for (let i = 0; i < 5; i++) pick(q, chat(turn2, 'q', 256, 4));
+    assert.equal(q.staleShare, 1 - 1 / 32, 'retries');
+    pick(q, chat(turn1, 'completion', 0, 0));
+    for (let i = 0; i < 5; i++)
+      pick(q, chat(turn1 + words(`more text ${i} `, 4 * (i + 1)), 'completion', 0, 0));
+    assert.equal(q.staleShare, 1 - 1 / 32, 'bodies without chat messages');
+  });
+
   it('with a stall weight, reads the index of a busy node scanned second exactly up to where its stall outweighs its cached prefix', () => {
     const ms = fleet.members(1, 1);
     rate(ms);
