@@ -13,7 +13,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { Ajv, type Options, type ValidateFunction } from 'ajv';
+import type { Ajv, Options, ValidateFunction } from 'ajv';
+import { newAjv } from './ajv-on-demand.js';
 import { schemaFilePath } from './sluice-root.js';
 
 /**
@@ -33,7 +34,7 @@ const KEYWORDS: readonly string[] = ['patternErrorMessage', 'anyOfMessage'];
  * of the forms an `anyOf` allows (`schema-errors.ts`).
  */
 export function createSchemaAjv(extra: Options = {}): Ajv {
-  const ajv = new Ajv({ ...OPTIONS, ...extra });
+  const ajv = newAjv({ ...OPTIONS, ...extra });
   for (const k of KEYWORDS) ajv.addKeyword(k);
   return ajv;
 }

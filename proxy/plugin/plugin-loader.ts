@@ -8,7 +8,8 @@
 import { stat } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { Ajv, ValidateFunction } from 'ajv';
+import { newAjv } from '../../config/ajv-on-demand.js';
 import { pluginDefinitionProblem, type PluginDefinition } from '../../plugins/api.js';
 import { BUILTIN_PLUGINS } from '../../plugins/index.js';
 import type { ConfigIssue } from '../../config/config-issue.js';
@@ -28,7 +29,8 @@ export interface PluginLoadResult {
   issues: ConfigIssue[];
 }
 
-const ajv = new Ajv({ allErrors: true, useDefaults: true, verbose: true, strict: false });
+/** The ajv that compiles plugins' option schemas, made for the first plugin that has one. */
+let ajv: Ajv | null = null;
 const validators = new WeakMap<object, ValidateFunction>();
 
 function isPath(use: string): boolean {
@@ -53,6 +55,7 @@ function validatorFor(definition: PluginDefinition<never>): ValidateFunction | n
   if (v === undefined) {
     // A module imported again (it changed) brings a new schema object under the same `$id`: the
     // shared Ajv would refuse it as a duplicate, so the earlier one goes first.
+    ajv ??= newAjv({ allErrors: true, useDefaults: true, verbose: true, strict: false });
     const id = (schema as { $id?: unknown }).$id;
     if (typeof id === 'string' && ajv.getSchema(id) !== undefined) ajv.removeSchema(id);
     v = ajv.compile(schema);

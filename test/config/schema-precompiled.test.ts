@@ -6,7 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { ValidateFunction } from 'ajv';
 import { precompileSchema } from '../../config/schema-precompile.js';
@@ -93,6 +95,19 @@ describe('the config schema validator generated at build time', { timeout: 60_00
       assert.ok((a.errors?.length ?? 0) > 0);
       assert.deepEqual(a, outcome(compiled, data), yaml);
     }
+  });
+
+  it('lets a process load and check a config without plugins without loading ajv itself', () => {
+    // A child process: this one has loaded ajv to compare with.
+    const loader = pathToFileURL(join(dirname(PRECOMPILED_FILE), 'loader.js')).href;
+    const code =
+      `import { createRequire } from 'node:module';` +
+      `const { parseConfig } = await import(${JSON.stringify(loader)});` +
+      `const r = parseConfig('pools: [{ name: gpu, nodes: [{ url: "http://10.0.0.1:8000" }] }]\\nroutes: [{ name: all, match: {}, pool: gpu }]\\n', 'c.yaml');` +
+      `const loaded = Object.keys(createRequire(import.meta.url).cache).filter((f) => /[\\/]ajv[\\/]dist[\\/]ajv\\.js$/.test(f));` +
+      `console.log(JSON.stringify({ ok: r.ok, errors: r.ok ? [] : r.errors.map((e) => e.message), loaded }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
+    assert.deepEqual(JSON.parse(out), { ok: true, errors: [], loaded: [] });
   });
 
   it('is not used when it was generated from another schema text, nor when it is missing', async () => {
