@@ -71,9 +71,9 @@ export const DEFAULT_STALL_WEIGHT = 0.5;
 /**
  * Share of stale requests (turns after ones another instance placed: `stale` in `pick`) among chat
  * requests whose key this instance placed before, up to which the stall weight counts in full for
- * keyed requests, and from which it counts no more (linear between). One instance sees none but turns that add four messages or
- * more at once; instances behind a balancer that spreads each conversation's turns over them see
- * about half or more. The stall term places conversations by load, which instances that share no
+ * keyed requests, and from which it counts no more (linear between). One instance sees none but
+ * turns that add four messages or more at once; instances behind a balancer that spreads each
+ * conversation's turns over them see about half or more. The stall term places conversations by load, which instances that share no
  * state cannot agree on: each would follow its own placements (docs/balancing.md, "Stall weight").
  */
 const STALL_FULL_SHARE = 0.05;

@@ -731,8 +731,7 @@ export class Sluice {
   async applyWorkerConfig(config: SluiceConfig, digest: string): Promise<string[]> {
     const checked = await loadCheckedPlugins(config, this.configPath);
     if (!checked.ok) return checked.errors;
-    const loaded = { config, digest, plugins: checked.plugins };
-    const tls = await this.loadTls(loaded.config);
+    const tls = await this.loadTls(config);
     if (Array.isArray(tls)) return tls;
     const served = new Map(this.tls);
     const swapped = this.swapChanged(tls);
@@ -746,24 +745,20 @@ export class Sluice {
     };
     let instances: Map<string, PluginInstance>;
     try {
-      instances = await this.plugins.createInstances(
-        loaded.plugins ?? [],
-        loaded.config.plugin_store,
-        this.configPath,
-      );
+      instances = await this.plugins.createInstances(checked.plugins, config.plugin_store, this.configPath);
     } catch (e) {
       restore();
       return [`${this.configPath}: ${(e as Error).message}`];
     }
     let next: Plan;
     try {
-      next = compilePlan(this.plan.version + 1, loaded.config, loaded.digest, this.compileContext(instances));
+      next = compilePlan(this.plan.version + 1, config, digest, this.compileContext(instances));
     } catch (e) {
       restore();
       for (const i of instances.values()) await i.close();
       return [`${this.configPath}: ${(e as Error).message}`];
     }
-    this.swapPlan(next, loaded.config);
+    this.swapPlan(next, config);
     return [];
   }
 

@@ -19,6 +19,18 @@ const HEAD = `pools:
       - url: http://127.0.0.1:9
 `;
 
+/** A config whose route runs the counter plugin from `module` (relative to the config), with `options`. */
+function counterConfig(module: string, options = ''): string {
+  return `${HEAD}plugins:
+  - name: counter
+    use: ${module}
+${options}routes:
+  - name: all
+    pool: gpu
+    plugins: [counter]
+`;
+}
+
 async function check(dir: string, yaml: string): Promise<{ code: number; err: string }> {
   const file = join(dir, 'c.yaml');
   await writeFile(file, yaml);
@@ -149,17 +161,7 @@ ${options}routes:
 
   it('loads the example third-party plugin by a path relative to the config, with its defaults', async () => {
     const file = join(dir, 'ok.yaml');
-    await writeFile(
-      file,
-      `${HEAD}plugins:
-  - name: counter
-    use: ./counter.mjs
-routes:
-  - name: all
-    pool: gpu
-    plugins: [counter]
-`,
-    );
+    await writeFile(file, counterConfig('./counter.mjs'));
     const r = await loadConfigFile(file);
     if (!r.ok) assert.fail(r.errors.map(formatConfigError).join('\n'));
     assert.equal(r.plugins?.[0]?.definition.name, 'tenant-counter');
@@ -171,19 +173,7 @@ routes:
   it('a worker thread loads the plugins of the checked config again, and names a module it cannot load', async () => {
     await copyFile(join(dir, 'counter.mjs'), join(dir, 'counter-copy.mjs'));
     const file = join(dir, 'checked.yaml');
-    await writeFile(
-      file,
-      `${HEAD}plugins:
-  - name: counter
-    use: ./counter-copy.mjs
-    options:
-      ttl_ms: 5
-routes:
-  - name: all
-    pool: gpu
-    plugins: [counter]
-`,
-    );
+    await writeFile(file, counterConfig('./counter-copy.mjs', '    options:\n      ttl_ms: 5\n'));
     const r = await loadConfigFile(file);
     if (!r.ok) assert.fail(r.errors.map(formatConfigError).join('\n'));
     // What a worker receives is a copy of the main thread's config, never the file.
