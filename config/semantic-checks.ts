@@ -612,20 +612,6 @@ export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort(
       instead: 'set plugin_store.store to redis to share it',
       learnsPerThread: true,
     });
-  for (const [i, r] of entries(data['routes'])) {
-    if (r['batching'] !== undefined)
-      out.push({
-        path: ['routes', i, 'batching'],
-        what: 'micro-batching (its batch windows)',
-        instead: 'remove batching from the route',
-      });
-    if (r['sticky_header'] !== undefined)
-      out.push({
-        path: ['routes', i, 'sticky_header'],
-        what: 'a sticky header (its session table)',
-        instead: 'remove sticky_header',
-      });
-  }
   return out;
 }
 

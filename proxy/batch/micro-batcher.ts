@@ -23,6 +23,7 @@ import { CLOSED_BODY, CLOSED_STATUS, FULL_BODY, FULL_STATUS } from './item-error
 import { LatencyController } from './latency-controller.js';
 import { NativeDispatcher } from './native-dispatcher.js';
 import { ResultCollector, type BatchResult } from './result-collector.js';
+import type { RelayTarget } from '../runtime/batch-relay.js';
 
 /** One route's micro-batcher. Create with `createMicroBatcher`. */
 export class MicroBatcher {
@@ -42,7 +43,12 @@ export class MicroBatcher {
   private readonly windows = new Map<string, BatchWindow>();
   /** Items accepted and not yet resolved (duplicates included). */
   private unresolved = 0; // items
-  private closed = false;
+  private isClosed = false;
+  /**
+   * In a worker thread of `server.workers`: the main thread's batcher of the same route and pool,
+   * which batches this one's items (runtime/batch-relay.ts); null: this batcher batches them.
+   */
+  relay: RelayTarget | null = null;
   private closing: Promise<void> | null = null;
   private drained: (() => void) | null = null;
 
@@ -73,6 +79,11 @@ export class MicroBatcher {
     return this.unresolved;
   }
 
+  /** True once `close` was called: items get 503 at once. */
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
   /** Windows currently open. */
   get openWindows(): number {
     return this.windows.size;
@@ -85,12 +96,17 @@ export class MicroBatcher {
    * serialising `body` again). // HOT
    */
   submit(body: object, sink: BatchItemSink, tag = 0, raw: Buffer | null = null): void {
+    const relay = this.relay;
+    if (relay !== null) {
+      relay.client.submit(relay, raw ?? Buffer.from(JSON.stringify(body)), sink, tag);
+      return;
+    }
     const stats = this.stats;
     stats.items++;
-    if (this.closed || this.unresolved >= this.options.maxQueuedItems) {
+    if (this.isClosed || this.unresolved >= this.options.maxQueuedItems) {
       stats.rejected++;
       stats.failedItems++;
-      if (this.closed) sink.onBatchResult(tag, CLOSED_STATUS, CLOSED_BODY, 0);
+      if (this.isClosed) sink.onBatchResult(tag, CLOSED_STATUS, CLOSED_BODY, 0);
       else sink.onBatchResult(tag, FULL_STATUS, FULL_BODY, 0);
       return;
     }
@@ -160,7 +176,7 @@ export class MicroBatcher {
    */
   close(): Promise<void> {
     if (this.closing !== null) return this.closing;
-    this.closed = true;
+    this.isClosed = true;
     this.flushAll();
     this.dispatcher.close();
     this.closing =

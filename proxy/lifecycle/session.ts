@@ -1084,6 +1084,17 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
     this.finish();
   }
 
+  /**
+   * The main thread declined this request's item (server.workers: it has no batcher for the route
+   * now, a reload removed it): the request goes to a node alone, as on a route without batching.
+   */
+  onBatchDeclined(_tag: number): void {
+    if (this.finished) return;
+    const mirror = this.route!.mirror;
+    this.mirrorDue = mirror !== null && Math.random() < mirror.share;
+    this.startAttempt(false);
+  }
+
   /** The micro-batcher sent this request's item (submitted and sent at these monotonic ms) in a batch of `size`. */
   onBatchWindow(submittedMs: number, sentMs: number, size: number): void {
     this.rec.onBatchWindow(submittedMs, sentMs, size);

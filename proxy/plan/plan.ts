@@ -39,6 +39,7 @@ import {
   type PreRouteHooks,
 } from '../plugin/plugin-chain.js';
 import { compileTenantPlan, type TenantPlan } from './tenant-wiring.js';
+import { RelayTarget, type BatchRelayClient } from '../runtime/batch-relay.js';
 
 /** Balancing policies by YAML kind. */
 const POLICIES: Record<PoolConfig['balance']['kind'], BalancePolicyFactory> = {
@@ -175,6 +176,11 @@ export interface CompileContext {
   log: Logger;
   /** The config's plugin instances by name, created for this plan. Default none. */
   plugins?: ReadonlyMap<string, PluginInstance>;
+  /**
+   * In a worker thread of `server.workers`: the relay its batchers send their items through to the
+   * main thread's (runtime/batch-relay.ts). Default none: the plan's batchers batch.
+   */
+  batchRelay?: BatchRelayClient | null;
 }
 
 /**
@@ -298,6 +304,7 @@ export function compilePlan(
                   ...pc.timeouts,
                   ...rc.timeouts,
                 },
+                ctx.batchRelay ?? null,
               ),
       },
       pc.timeouts,
@@ -325,14 +332,15 @@ function routeBatchers(
   pools: readonly Pool[],
   fallback: readonly Pool[],
   timeouts: TimeoutsConfig,
+  relay: BatchRelayClient | null,
 ): PoolBatcher[] {
   const path = batching.upstream_path ?? rc.match.path!;
   const distinct = [...new Set(pools)];
-  return distinct.map((pool) => ({
-    pool,
-    batcher: createRouteBatcher(rc.name, batching, path, pool, fallback, timeouts),
-    onlyPath: rc.match.path === undefined ? path : null,
-  }));
+  return distinct.map((pool) => {
+    const batcher = createRouteBatcher(rc.name, batching, path, pool, fallback, timeouts);
+    if (relay !== null) batcher.relay = new RelayTarget(relay, rc.name, pool.name, path);
+    return { pool, batcher, onlyPath: rc.match.path === undefined ? path : null };
+  });
 }
 
 /**

@@ -13,20 +13,48 @@ import type { SharedTable } from '../runtime/shared-table.js';
 import type { HealthRelay } from './health-wiring.js';
 import type { Logger } from '../runtime/logger.js';
 import { PoolState } from '../pool/pool-state.js';
-import { StickyTable } from '../route/sticky-table.js';
+import { StickyStore, StickyTable } from '../route/sticky-table.js';
 
 export class RuntimeState {
   readonly pools = new Map<string, PoolState>();
   /** The worker threads' shared table (`server.workers` above 1), or null with one thread. */
   readonly shared: SharedTable | null;
+  /** Each route's view of the sticky store, by route name. */
   readonly sticky = new Map<string, StickyTable>();
+  /**
+   * Every route's sticky sessions: in shared memory with worker threads (made by the main thread,
+   * mapped by the workers), else created on first use.
+   */
+  private stickyStore: StickyStore | null;
   /** The process-wide rate limiter (its store and counters outlive reloads); null until needed. */
   limiter: RateLimiter | null = null;
   /** In a worker thread: where its pools' attempt outcomes go (the main thread judges health). */
   healthRelay: HealthRelay | null = null;
 
-  constructor(shared: SharedTable | null = null) {
+  /**
+   * `shared`: the worker threads' table, or null with one thread. `sticky`: a worker's view of the
+   * main thread's sticky store (`stickyBuffer`); without it, with `shared` the store is made in
+   * shared memory now, else on first use.
+   */
+  constructor(shared: SharedTable | null = null, sticky?: SharedArrayBuffer) {
     this.shared = shared;
+    this.stickyStore =
+      sticky !== undefined
+        ? new StickyStore({ buffer: sticky })
+        : shared !== null
+          ? new StickyStore({ shared: true })
+          : null;
+  }
+
+  /** The store of every route's sticky sessions, or null before any route had one. */
+  stickyStoreView(): StickyStore | null {
+    return this.stickyStore;
+  }
+
+  /** The sticky store's shared buffer, for worker threads; null with one thread. */
+  get stickyBuffer(): SharedArrayBuffer | null {
+    const b = this.stickyStore?.buffer;
+    return b instanceof SharedArrayBuffer ? b : null;
   }
 
   /** The rate limiter, created on first use with the store the config names. */
@@ -69,7 +97,8 @@ export class RuntimeState {
   stickyTable(route: string): StickyTable {
     let t = this.sticky.get(route);
     if (t === undefined) {
-      t = new StickyTable();
+      this.stickyStore ??= new StickyStore();
+      t = new StickyTable(this.stickyStore, route);
       this.sticky.set(route, t);
     }
     return t;

@@ -5,7 +5,7 @@
  */
 import type { Pool } from '../pool/pool.js';
 import { stableHash32 } from '../balance/stable-hash.js';
-import type { StickyTable } from './sticky-table.js';
+import { poolTag, type StickyTable } from './sticky-table.js';
 
 /** What the choice reads from the request. */
 export interface ChoiceSource {
@@ -14,6 +14,8 @@ export interface ChoiceSource {
 
 export class PoolChoice {
   private readonly pools: readonly Pool[];
+  /** Each pool's tag in the sticky table (`poolTag` of its name), same order as `pools`. */
+  private readonly tags: Int32Array;
   /** Cumulative weights, same order as `pools`. */
   private readonly cumulative: Float64Array;
   private readonly total: number;
@@ -28,6 +30,7 @@ export class PoolChoice {
     sticky: StickyTable | null,
   ) {
     this.pools = entries.map((e) => e.pool);
+    this.tags = Int32Array.from(entries, (e) => poolTag(e.pool.name));
     this.cumulative = new Float64Array(entries.length);
     let sum = 0;
     entries.forEach((e, i) => {
@@ -59,22 +62,23 @@ export class PoolChoice {
         keyed = true;
         hash = stableHash32(key);
         if (this.sticky !== null) {
-          const name = this.sticky.get(hash | 0);
-          if (name !== undefined) {
-            for (const p of this.pools) if (p.name === name) return p;
+          const tag = this.sticky.get(hash | 0);
+          if (tag !== 0) {
+            const tags = this.tags;
+            for (let i = 0; i < tags.length; i++) if (tags[i] === tag) return this.pools[i]!;
           }
         }
       }
     }
     const x = keyed ? (hash / 0x1_0000_0000) * this.total : Math.random() * this.total;
-    let chosen = this.pools[this.pools.length - 1]!;
+    let at = this.pools.length - 1;
     for (let i = 0; i < this.pools.length; i++) {
       if (x < this.cumulative[i]!) {
-        chosen = this.pools[i]!;
+        at = i;
         break;
       }
     }
-    if (keyed && this.sticky !== null) this.sticky.set(hash | 0, chosen.name);
-    return chosen;
+    if (keyed && this.sticky !== null) this.sticky.set(hash | 0, this.tags[at]!);
+    return this.pools[at]!;
   }
 }

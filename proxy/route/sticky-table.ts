@@ -1,48 +1,166 @@
 /**
  * Version affinity: remembers which pool of a split each session started on, so a session stays on
- * its version while weights change. A bounded LRU (a Map in recency order); it outlives reloads.
- * Sessions it has forgotten fall back to a stable hash of the session key, which gives the same
- * pool as long as the weights are unchanged, on every Sluice instance.
+ * its version while weights change. It outlives reloads. Sessions it has forgotten fall back to a
+ * stable hash of the session key, which gives the same pool as long as the weights are unchanged,
+ * on every Sluice instance.
  *
- * A session is remembered by that 32-bit hash, never by its id: the id is whatever the client put
- * in the header (up to the header size limit), so a table of ids would hold as many bytes as
- * clients chose to send. Each entry is a small integer and a pool name shared with the plan, a few
- * dozen bytes, so the table's memory is bounded by CAPACITY alone. Two sessions whose ids share a
- * hash share an entry, and so a pool; they are sent to the same pool by the weights anyway (the
- * weights read the same hash), so this only matters after a weight change, and stays a canary
- * choice either way.
+ * A session is remembered by a 32-bit hash, never by its id: the id is whatever the client put in
+ * the header (up to the header size limit), so a table of ids would hold as many bytes as clients
+ * chose to send. Two sessions whose ids share a hash share an entry, and so a pool; they are sent
+ * to the same pool by the weights anyway (the weights read the same hash), so this only matters
+ * after a weight change, and stays a canary choice either way.
+ *
+ * The entries of every route live in one `StickyStore`: a fixed array of 12-byte entries (the
+ * route-and-session key, the pool's tag, the last use), eight to a set, in one buffer. With
+ * `server.workers` the buffer is a SharedArrayBuffer every thread maps, so a session remembered by
+ * one thread is found by the others. Reads and writes are atomic per word; a writer clears the key
+ * before changing an entry and writes it last, and a reader checks the key again after reading the
+ * tag, so a reader never takes one session's pool for another's. Two threads placing the same new
+ * session at once may both write it (the same pool: the weights read the same hash); a set that
+ * is full forgets its least recently used entry.
  */
+import { stableHash32 } from '../balance/stable-hash.js';
+
+/** Entries per set. */
+const WAYS = 8;
+/** Int32 words per entry: key, tag, last use. */
+const WORDS = 3;
+/** Int32 words before the sets: the use counter, then unused. */
+const HEADER = 4;
 
 /**
- * Sessions remembered per route. An entry is about 40 bytes; with the room a Map keeps for deleted
- * entries until it rebuilds its store, a full table under churn holds about 7 MB.
+ * Sets of the process's store: 32,768 × 8 = 262,144 sessions over all routes, 3 MiB (memory is
+ * taken by the pages entries are written to, not at start). 100,000 sessions of random hashes fill
+ * it to 38 %, where about two in a thousand fall in a set already full (99,788 and 99,807 kept in
+ * two tries).
  */
-const CAPACITY = 100_000;
+export const STICKY_SETS = 32768;
 
-export class StickyTable {
-  /** Session hash (`stableHash32` of the id, as a signed 32-bit integer) → pool name. */
-  private readonly map = new Map<number, string>();
+/** A pool's tag in the store: a nonzero 32-bit hash of its name (0 means "no entry"). */
+export function poolTag(name: string): number {
+  return stableHash32(name) | 0 || 1;
+}
 
-  /** The pool name the session of hash `hash` started on, or undefined. Refreshes its recency. */
-  get(hash: number): string | undefined {
-    const v = this.map.get(hash);
-    if (v !== undefined) {
-      this.map.delete(hash);
-      this.map.set(hash, v);
-    }
-    return v;
+/** The entries of every route's sessions (see the module comment). */
+export class StickyStore {
+  /** The buffer to hand to worker threads (`new StickyStore({ buffer })`). */
+  readonly buffer: SharedArrayBuffer | ArrayBuffer;
+  private readonly words: Int32Array;
+  private readonly mask: number;
+
+  /**
+   * A store of `sets` sets (a power of two): in a SharedArrayBuffer when `shared`, or a view of
+   * `buffer`, another thread's store of the same size.
+   */
+  constructor(options: { sets?: number; shared?: boolean; buffer?: SharedArrayBuffer | ArrayBuffer } = {}) {
+    const sets = options.sets ?? STICKY_SETS;
+    if (sets <= 0 || (sets & (sets - 1)) !== 0)
+      throw new Error(`sticky store sets must be a power of two, not ${sets}`);
+    const bytes = StickyStore.bytes(sets);
+    const b =
+      options.buffer ?? (options.shared === true ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
+    if (b.byteLength !== bytes) throw new Error(`sticky store buffer is ${b.byteLength} bytes, not ${bytes}`);
+    this.buffer = b;
+    this.words = new Int32Array(b);
+    this.mask = sets - 1;
   }
 
-  /** Remembers that the session of hash `hash` is on `pool`, forgetting the oldest when full. */
-  set(hash: number, pool: string): void {
-    if (this.map.size >= CAPACITY) {
-      const oldest = this.map.keys().next();
-      if (oldest.done !== true) this.map.delete(oldest.value);
-    }
-    this.map.set(hash, pool);
+  /** Bytes of a store of `sets` sets. */
+  static bytes(sets: number): number {
+    return (HEADER + sets * WAYS * WORDS) * 4;
   }
 
+  /** Sessions the store holds at most. */
+  get capacity(): number {
+    return (this.mask + 1) * WAYS;
+  }
+
+  /** The tag stored for `key` (nonzero), or 0; a hit counts as a use. */
+  get(key: number): number {
+    // HOT
+    const w = this.words;
+    const base = HEADER + (key & this.mask) * WAYS * WORDS;
+    for (let i = 0; i < WAYS; i++) {
+      const at = base + i * WORDS;
+      if (Atomics.load(w, at) !== key) continue;
+      const tag = Atomics.load(w, at + 1);
+      // The entry may have been replaced between the two reads: take the tag only if it was not.
+      if (Atomics.load(w, at) !== key) return 0;
+      Atomics.store(w, at + 2, Atomics.add(w, 0, 1));
+      return tag;
+    }
+    return 0;
+  }
+
+  /** Stores `tag` for `key`, in its entry or in place of its set's least recently used one. */
+  set(key: number, tag: number): void {
+    const w = this.words;
+    const base = HEADER + (key & this.mask) * WAYS * WORDS;
+    const now = Atomics.add(w, 0, 1);
+    let victim = base;
+    let oldest = -1;
+    for (let i = 0; i < WAYS; i++) {
+      const at = base + i * WORDS;
+      const k = Atomics.load(w, at);
+      if (k === key) {
+        victim = at;
+        break;
+      }
+      // Ages count from the use counter, which may wrap: the difference is right while below 2^31.
+      const age = k === 0 ? 0x7fff_ffff : (now - Atomics.load(w, at + 2)) | 0;
+      if (age > oldest) {
+        oldest = age;
+        victim = at;
+      }
+    }
+    Atomics.store(w, victim, 0);
+    Atomics.store(w, victim + 1, tag);
+    Atomics.store(w, victim + 2, now);
+    Atomics.store(w, victim, key);
+  }
+
+  /** Entries in use (a scan of the whole store: for tests and views, not per request). */
   get size(): number {
-    return this.map.size;
+    const w = this.words;
+    let n = 0;
+    for (let at = HEADER; at < w.length; at += WORDS) if (Atomics.load(w, at) !== 0) n++;
+    return n;
+  }
+}
+
+/** Mixes 32 bits (the finaliser of MurmurHash3): every input bit moves the set and the key. */
+function mix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85eb_ca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2_ae35);
+  h ^= h >>> 16;
+  return h | 0;
+}
+
+/** One route's sessions in the process's store. */
+export class StickyTable {
+  private readonly store: StickyStore;
+  /** Mixed into each session's hash, so that routes' sessions have keys of their own. */
+  private readonly salt: number;
+
+  constructor(store: StickyStore, route: string) {
+    this.store = store;
+    this.salt = stableHash32(`sticky\n${route}`) | 0;
+  }
+
+  private key(hash: number): number {
+    return mix32(hash ^ this.salt) || 1;
+  }
+
+  /** The tag of the pool the session of hash `hash` started on, or 0. Refreshes its recency. */
+  get(hash: number): number {
+    // HOT
+    return this.store.get(this.key(hash));
+  }
+
+  /** Remembers that the session of hash `hash` is on the pool of tag `tag` (`poolTag`). */
+  set(hash: number, tag: number): void {
+    this.store.set(this.key(hash), tag);
   }
 }

@@ -64,6 +64,12 @@ import { Tracer } from '../metrics/trace-context.js';
 import { sluiceVersion } from '../cli/version.js';
 import { createLogger, type Logger } from './logger.js';
 import { OverloadMonitor } from './overload-monitor.js';
+import {
+  acceptRelayedItem,
+  type BatchRelayClient,
+  type RelayedItem,
+  type RelayedResult,
+} from './batch-relay.js';
 
 export interface SluiceOptions {
   /** Path of the YAML file; reloads re-read it. */
@@ -190,6 +196,11 @@ export class Sluice {
    * thread writes its own.
    */
   accessLogRelay: ((text: string) => void) | null = null;
+  /**
+   * In a worker thread, where its batching routes' items go: the main thread batches them
+   * (batch-relay.ts); null in the main thread.
+   */
+  batchRelay: BatchRelayClient | null = null;
   /** How many threads serve the listeners, and why (fixed at start). */
   threadCount: ThreadCount = { threads: 1, reason: 'server.workers 1' };
   /** In a worker thread: what its metric reports already counted (stats-delta.ts). */
@@ -204,17 +215,37 @@ export class Sluice {
    * a table in a SharedArrayBuffer (`new SharedTable({ shared: true })`) when the config runs worker
    * threads, which `startSluice` makes.
    */
-  constructor(configPath: string, log: Logger, shared: SharedTable = new SharedTable()) {
+  constructor(
+    configPath: string,
+    log: Logger,
+    shared: SharedTable = new SharedTable(),
+    sticky?: SharedArrayBuffer,
+  ) {
     this.configPath = configPath;
     this.log = log;
     this.plugins = new PluginRuntime(log);
     this.shared = shared;
     this.registry = new NodeRegistry(shared);
-    this.runtime = new RuntimeState(shared.shared ? shared : null);
+    this.runtime = new RuntimeState(shared.shared ? shared : null, sticky);
   }
 
   private compileContext(plugins: ReadonlyMap<string, PluginInstance>): CompileContext {
-    return { registry: this.registry, stats: this.stats, runtime: this.runtime, log: this.log, plugins };
+    return {
+      registry: this.registry,
+      stats: this.stats,
+      runtime: this.runtime,
+      log: this.log,
+      plugins,
+      batchRelay: this.batchRelay,
+    };
+  }
+
+  /**
+   * The main thread's part of micro-batching under `server.workers`: batches an item a worker
+   * thread relayed (batch-relay.ts) in the current plan's batcher and answers through `reply`.
+   */
+  acceptBatchItem(m: RelayedItem, reply: (r: RelayedResult) => void): void {
+    acceptRelayedItem(this.plan, m, reply);
   }
 
   /** The plan new requests run on. */
@@ -302,12 +333,14 @@ export class Sluice {
             ports,
             shared: this.shared.buffer as SharedArrayBuffer,
             sharedSlots: this.shared.capacity,
+            sticky: this.runtime.stickyBuffer!,
             reportMs: WORKER_REPORT_MS,
           },
           this.log,
           (index, delta) => this.absorbWorker(index, delta),
           (batches) => judgeOutcomes(this.plan, batches),
           (lines) => this.stats.accessLog?.writeLines(lines),
+          (m, reply) => this.acceptBatchItem(m, reply),
           (index, ledger) => this.workerDied(index, ledger),
         );
       }

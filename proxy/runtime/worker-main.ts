@@ -11,10 +11,12 @@ import { levelFromEnv, LogLevel, type Logger } from './logger.js';
 import { Sluice } from './sluice.js';
 import { HEALTH_MIRROR_MS } from './health-mirror.js';
 import type { FromWorker, ToWorker, WorkerBoot } from './worker-set.js';
+import { BatchRelayClient } from './batch-relay.js';
 
 const boot = workerData as WorkerBoot;
 const port = parentPort!;
 const post = (m: FromWorker): void => port.postMessage(m);
+const relay = new BatchRelayClient(post);
 
 const min = LogLevel[levelFromEnv('info')];
 const log: Logger = {
@@ -36,11 +38,14 @@ async function run(): Promise<void> {
     boot.configPath,
     log,
     new SharedTable({ buffer: boot.shared, slots: boot.sharedSlots, ledger: boot.ledger }),
+    boot.sticky,
   );
   try {
     // Access-log lines go to the main thread, the one writer of the log (lines from several
     // threads written to one pipe could interleave).
     sluice.accessLogRelay = (text) => post({ t: 'access-log', text });
+    // Batching routes' items are batched by the main thread (batch-relay.ts).
+    sluice.batchRelay = relay;
     await sluice.startWorker(boot.config, boot.digest, loaded.plugins, boot.ports);
   } catch (e) {
     post({ t: 'failed', message: (e as Error).message });
@@ -80,6 +85,9 @@ async function run(): Promise<void> {
   };
   port.on('message', (m: ToWorker) => {
     switch (m.t) {
+      case 'batch-done':
+        relay.done(m);
+        return;
       case 'reload':
         replyWith(m.id, sluice.applyWorkerConfig(m.config, m.digest));
         return;

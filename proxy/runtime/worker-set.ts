@@ -12,6 +12,7 @@ import type { Logger } from './logger.js';
 import type { StatsDelta } from '../metrics/stats-delta.js';
 import type { OutcomeBatch } from './health-mirror.js';
 import type { SluiceConfig } from '../../config/types.js';
+import type { RelayedItem, RelayedResult } from './batch-relay.js';
 
 /** What a worker starts from (its `workerData`). */
 export interface WorkerBoot {
@@ -26,6 +27,8 @@ export interface WorkerBoot {
   /** The shared state table's buffer and size (shared-table.ts). */
   shared: SharedArrayBuffer;
   sharedSlots: number;
+  /** The sticky sessions of every route (route/sticky-table.ts), shared by the threads. */
+  sticky: SharedArrayBuffer;
   /** This worker's ledger of the shared counts it holds (`SharedTable.ledger`). */
   ledger: SharedArrayBuffer;
   /** How often the worker reports its metrics, ms. */
@@ -39,7 +42,8 @@ export type ToWorker =
   | { t: 'stop'; id: number; timeoutMs: number }
   | { t: 'report'; id: number }
   | { t: 'certificates'; id: number }
-  | { t: 'stop-accepting'; id: number };
+  | { t: 'stop-accepting'; id: number }
+  | RelayedResult;
 
 /** Messages from a worker. */
 export type FromWorker =
@@ -49,7 +53,16 @@ export type FromWorker =
   | { t: 'reply'; id: number; errors: string[]; cut: number }
   | { t: 'stats'; delta: StatsDelta }
   | { t: 'outcomes'; batches: OutcomeBatch[] }
-  | { t: 'access-log'; text: string };
+  | { t: 'access-log'; text: string }
+  | RelayedItem;
+
+/** Batches an item a worker relayed and answers it once (Sluice.acceptBatchItem). */
+export type BatchItemHandler = (m: RelayedItem, reply: (r: RelayedResult) => void) => void;
+
+/** Without a handler: every relayed item is declined, and its worker sends the request alone. */
+function declineBatchItem(m: RelayedItem, reply: (r: RelayedResult) => void): void {
+  reply({ t: 'batch-done', id: m.id, status: 0, body: new Uint8Array(0), attempts: 0, waitMs: 0, size: 0 });
+}
 
 /**
  * A worker thread's young generation, MiB. V8's default let each worker's grow with the garbage of
@@ -121,6 +134,7 @@ export class WorkerSet {
   private readonly onStats: (index: number, delta: StatsDelta) => void;
   private readonly onOutcomes: (batches: OutcomeBatch[]) => void;
   private readonly onAccessLog: (text: string) => void;
+  private readonly onBatchItem: BatchItemHandler;
   private readonly onDied: (index: number, ledger: Int32Array) => void;
   /** The config the workers run, and its digest (what a restarted worker starts from). */
   private config: SluiceConfig;
@@ -133,6 +147,7 @@ export class WorkerSet {
     onStats: (index: number, delta: StatsDelta) => void,
     onOutcomes: (batches: OutcomeBatch[]) => void,
     onAccessLog: (text: string) => void,
+    onBatchItem: BatchItemHandler,
     onDied: (index: number, ledger: Int32Array) => void,
   ) {
     const { config, digest, ...rest } = boot;
@@ -143,6 +158,7 @@ export class WorkerSet {
     this.onStats = onStats;
     this.onOutcomes = onOutcomes;
     this.onAccessLog = onAccessLog;
+    this.onBatchItem = onBatchItem;
     this.onDied = onDied;
   }
 
@@ -157,9 +173,10 @@ export class WorkerSet {
     onStats: (index: number, delta: StatsDelta) => void,
     onOutcomes: (batches: OutcomeBatch[]) => void,
     onAccessLog: (text: string) => void = () => undefined,
+    onBatchItem: BatchItemHandler = declineBatchItem,
     onDied: (index: number, ledger: Int32Array) => void = () => undefined,
   ): Promise<WorkerSet> {
-    const set = new WorkerSet(boot, log, onStats, onOutcomes, onAccessLog, onDied);
+    const set = new WorkerSet(boot, log, onStats, onOutcomes, onAccessLog, onBatchItem, onDied);
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => set.spawn(i + 1)));
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) {
@@ -224,6 +241,12 @@ export class WorkerSet {
             return;
           case 'access-log':
             this.onAccessLog(m.text);
+            return;
+          case 'batch-item':
+            this.onBatchItem(m, (r) => {
+              // A worker that ended meanwhile took the request with it: nothing to answer.
+              if (!thread.exited) worker.postMessage(r);
+            });
             return;
         }
       });

@@ -10,7 +10,8 @@ import { writeFile } from 'node:fs/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
-import { StickyTable } from '../../proxy/route/sticky-table.js';
+import { Worker } from 'node:worker_threads';
+import { StickyStore, StickyTable, poolTag } from '../../proxy/route/sticky-table.js';
 import { LOOPBACK_HEAD, chatRequest, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 
 setFlagsFromString('--expose-gc');
@@ -80,8 +81,8 @@ describe('sticky sessions', { timeout: 60_000 }, () => {
   });
 
   it('remembers a session by a few bytes, not by its id, however long the id is', async () => {
-    const table = t!.sluice.runtime.sticky.get('chat');
-    assert.ok(table !== undefined, 'the route has a sticky table');
+    assert.ok(t!.sluice.runtime.sticky.get('chat') !== undefined, 'the route has a sticky table');
+    const table = t!.sluice.runtime.stickyStoreView()!;
     // A first round grows what any run of requests keeps anyway (compiled code, connection pools,
     // metric windows: a few hundred KB, whether or not the sessions are new).
     await sendSessions(t!, 'w', 1000);
@@ -115,18 +116,72 @@ describe('sticky sessions', { timeout: 60_000 }, () => {
   });
 });
 
-describe('the sticky table', () => {
-  it('remembers 100,000 sessions and forgets the least recently used beyond them', () => {
-    const table = new StickyTable();
-    for (let h = 0; h < 100_000; h++) table.set(h, h % 2 === 0 ? 'stable' : 'canary');
-    assert.equal(table.get(0), 'stable', 'a use makes session 0 the most recent');
-    table.set(100_000, 'canary');
-    table.set(100_001, 'canary');
-    assert.equal(table.size, 100_000);
-    assert.equal(table.get(1), undefined, 'the least recently used is forgotten first');
-    assert.equal(table.get(2), undefined);
-    assert.equal(table.get(0), 'stable');
-    assert.equal(table.get(3), 'canary');
-    assert.equal(table.get(100_001), 'canary');
+describe('the sticky store', () => {
+  it('keeps a set of eight sessions and forgets its least recently used beyond them', () => {
+    const store = new StickyStore({ sets: 1 });
+    assert.equal(store.capacity, 8);
+    for (let k = 1; k <= 8; k++) store.set(k, 100 + k);
+    assert.equal(store.get(1), 101, 'a use makes key 1 the most recent');
+    store.set(9, 109);
+    store.set(10, 110);
+    assert.equal(store.size, 8);
+    assert.equal(store.get(2), 0, 'the least recently used is forgotten first');
+    assert.equal(store.get(3), 0);
+    assert.equal(store.get(1), 101);
+    assert.equal(store.get(4), 104);
+    assert.equal(store.get(10), 110);
+    store.set(10, 7);
+    assert.equal(store.get(10), 7, 'a key set again keeps one entry with the new tag');
+    assert.equal(store.size, 8);
+  });
+
+  it("keeps each route's sessions apart and remembers 100,000 of them in the process's store", () => {
+    const store = new StickyStore();
+    const chat = new StickyTable(store, 'chat');
+    const embed = new StickyTable(store, 'embed');
+    const stable = poolTag('stable');
+    const canary = poolTag('canary');
+    assert.notEqual(stable, canary);
+    for (let h = 0; h < 100_000; h++) chat.set(h, h % 2 === 0 ? stable : canary);
+    embed.set(0, canary);
+    let kept = 0;
+    for (let h = 0; h < 100_000; h++) if (chat.get(h) === (h % 2 === 0 ? stable : canary)) kept++;
+    // Eight entries to a set: a few sets got more than eight of the 100,001 keys.
+    assert.ok(kept >= 99_500, `${kept} of 100,000 sessions remembered`);
+    assert.equal(embed.get(0), canary);
+    assert.equal(embed.get(1), 0, "another route's session is not this route's");
+  });
+
+  it('is one store for the threads that map its shared buffer', async () => {
+    const store = new StickyStore({ shared: true });
+    const table = new StickyTable(store, 'chat');
+    for (let h = 0; h < 1000; h++) table.set(h, poolTag(h % 3 === 0 ? 'canary' : 'stable'));
+    // Another thread reads them through its own view and writes 1000 of its own.
+    const code = `
+      const { workerData, parentPort } = require('node:worker_threads');
+      import(workerData.module).then(({ StickyStore, StickyTable, poolTag }) => {
+        const table = new StickyTable(new StickyStore({ buffer: workerData.buffer }), 'chat');
+        let seen = 0;
+        for (let h = 0; h < 1000; h++) if (table.get(h) === poolTag(h % 3 === 0 ? 'canary' : 'stable')) seen++;
+        for (let h = 1000; h < 2000; h++) table.set(h, poolTag('canary'));
+        parentPort.postMessage(seen);
+      });`;
+    const worker = new Worker(code, {
+      eval: true,
+      workerData: {
+        buffer: store.buffer,
+        module: new URL('../../proxy/route/sticky-table.js', import.meta.url).href,
+      },
+    });
+    try {
+      const seen = await new Promise<number>((resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      });
+      assert.equal(seen, 1000);
+      for (let h = 1000; h < 2000; h++) assert.equal(table.get(h), poolTag('canary'), `session ${h}`);
+    } finally {
+      await worker.terminate();
+    }
   });
 });

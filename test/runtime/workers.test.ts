@@ -931,3 +931,180 @@ describe('server.workers: 2 when a worker cannot start', { timeout: 30_000 }, ()
     await new Promise((r) => again.close(r));
   });
 });
+
+/** POSTs one embeddings input on a connection of its own; resolves to the status and the answer. */
+function postEmbedding(base: string, input: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL('/v1/embeddings', base);
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', connection: 'close' },
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify({ model: 'e', input }));
+  });
+}
+
+describe('server.workers: 2 with micro-batching', { timeout: 60_000 }, () => {
+  /** Inputs of each call the node received, in order of arrival. */
+  const calls: string[][] = [];
+  let node: ScriptedNode | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    // A native embeddings node: each input `tN` gets the embedding [N], after 300 ms.
+    node = await startScriptedNode((req, res) => {
+      let text = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (text += c));
+      req.on('end', () => {
+        const input = (JSON.parse(text) as { input: string | string[] }).input;
+        const inputs = Array.isArray(input) ? input : [input];
+        calls.push(inputs);
+        setTimeout(() => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(
+            JSON.stringify({
+              object: 'list',
+              model: 'e',
+              data: inputs.map((s, index) => ({
+                object: 'embedding',
+                index,
+                embedding: [Number(s.slice(1))],
+              })),
+              usage: { prompt_tokens: inputs.length, total_tokens: inputs.length },
+            }),
+          );
+        }, 300);
+      });
+    });
+    t = await startTestSluice(
+      basicConfig([node.url], WORKERS, {
+        route: '    batching: { mode: native, max_batch_size: 20, max_wait_ms: 5000 }',
+      }).replace('    match: {}', '    match: { path: /v1/embeddings }'),
+    );
+  });
+  after(async () => {
+    await t?.close();
+    await node?.close();
+  });
+
+  it('batches the items of both threads in the main thread: one window, one call, each answer its own', async () => {
+    // The first request finds the node idle and goes at once; the node then holds it for 300 ms.
+    const first = postEmbedding(t!.url, 't100');
+    await waitFor(() => calls.length === 1, 5000, 'the first call');
+    // Twenty requests on connections of their own, spread over both threads by the kernel, fill
+    // one window of 20 (a window per thread would hold them until max_wait_ms: 5 s).
+    const started = Date.now();
+    const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => postEmbedding(t!.url, `t${i}`)));
+    const took = Date.now() - started;
+    assert.equal((await first).status, 200);
+    replies.forEach((r, i) => {
+      assert.equal(r.status, 200, r.body);
+      const answer = JSON.parse(r.body) as { data: { index: number; embedding: number[] }[] };
+      assert.deepEqual(answer.data, [{ object: 'embedding', index: 0, embedding: [i] }]);
+    });
+    assert.equal(calls.length, 2, `calls: ${JSON.stringify(calls)}`);
+    assert.deepEqual([...calls[1]!].sort(), Array.from({ length: 20 }, (_, i) => `t${i}`).sort());
+    assert.ok(took < 4000, `the window closed at its size, not its deadline (${took} ms)`);
+    const text = await metrics(t!);
+    assert.equal(sample(text, 'sluice_batch_items_total{route="all"}'), 21);
+    assert.equal(sample(text, 'sluice_requests_total{route="all",code="200"}'), 21);
+    const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.equal(main + worker, 21);
+    assert.ok(main > 0 && worker > 0, `both threads served (${main} and ${worker})`);
+  });
+});
+
+/** The pool that served a request of session `id`, sent on a connection of its own. */
+function poolOfSession(base: string, id: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const u = new URL('/v1/chat/completions', base);
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', connection: 'close', 'x-session-id': id },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode !== 200) reject(new Error(`status ${res.statusCode}`));
+          else resolve(/pool=([\w-]+)/.exec(String(res.headers['x-sluice-route']))?.[1] ?? '?');
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }));
+  });
+}
+
+describe('server.workers: 2 with sticky sessions', { timeout: 60_000 }, () => {
+  let a: CountingNode | undefined;
+  let b: CountingNode | undefined;
+  let t: TestSluice | undefined;
+
+  const config = (stable: number, canary: number): string =>
+    `${WORKERS}${basicConfig([a!.url])
+      .replace(
+        /pools:\n {2}- name: gpu\n {4}nodes:\n {6}- url: \S+\n/,
+        `pools:\n  - name: stable\n    nodes:\n      - url: ${a!.url}\n  - name: canary\n    nodes:\n      - url: ${b!.url}\n`,
+      )
+      .replace(
+        '    pool: gpu\n',
+        `    route_header: true\n    split: [{ pool: stable, weight: ${stable} }, { pool: canary, weight: ${canary} }]\n    sticky_header: x-session-id\n`,
+      )}`;
+
+  before(async () => {
+    a = await countingNode(1);
+    b = await countingNode(1);
+    t = await startTestSluice(config(50, 50));
+  });
+  after(async () => {
+    await t?.close();
+    await a?.close();
+    await b?.close();
+  });
+
+  it('keeps every session on its pool in both threads after the weights change', async () => {
+    const ids = Array.from({ length: 40 }, (_, i) => `session-${i}`);
+    const first = await Promise.all(ids.map((id) => poolOfSession(t!.url, id)));
+    assert.ok(first.includes('stable') && first.includes('canary'), `both pools: ${first.join(' ')}`);
+    await writeFile(t!.configPath, config(1, 99));
+    assert.equal((await t!.sluice.reload()).result, 'applied');
+    // Each session comes back four times, each on a new connection: the kernel sends some of them
+    // to the thread that did not place the session.
+    for (let round = 0; round < 4; round++) {
+      const again = await Promise.all(ids.map((id) => poolOfSession(t!.url, id)));
+      assert.deepEqual(again, first, `round ${round}`);
+    }
+    const text = await metrics(t!);
+    const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.equal(main + worker, 200);
+    assert.ok(main > 0 && worker > 0, `both threads served (${main} and ${worker})`);
+    const fresh = await Promise.all(ids.map((id) => poolOfSession(t!.url, `new-${id}`)));
+    assert.ok(
+      fresh.filter((p) => p === 'canary').length >= 34,
+      `new sessions follow the new weights: ${fresh.join(' ')}`,
+    );
+  });
+});
