@@ -530,9 +530,9 @@ function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
 /** A feature of a config whose state each thread would keep for itself (`perThreadFeatures`). */
 export interface PerThreadFeature {
   path: ConfigPath;
-  /** What it is, as the start of a sentence: "the batch API (its job worker and files)". */
+  /** What it is, as the start of a sentence: "the adaptive admission limit (its latency samples)". */
   what: string;
-  /** What to do instead, as a clause: "run it in a Sluice of its own". */
+  /** What to do instead, as a clause: "set reserve_per_node to 0". */
   instead: string;
   /**
    * True where threads would serve it, but worse than one thread: each thread learns alone, like
@@ -571,12 +571,6 @@ export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort(
         instead: 'set pipelining to 0 (uWebSockets.js), or run Node 22.12 or later on Linux',
       });
   }
-  if (data['batch_api'] !== undefined)
-    out.push({
-      path: ['batch_api'],
-      what: 'the batch API (its job worker and files)',
-      instead: 'run it in a Sluice of its own',
-    });
   for (const [i, p] of entries(data['pools'])) {
     const b = p['balance'];
     const kind = isRecord(b) ? b['kind'] : undefined;

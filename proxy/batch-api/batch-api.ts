@@ -95,6 +95,20 @@ function errorReply(
   };
 }
 
+/** True when `path` is one of the batch API's (`/v1/batch`, `/v1/batches…`, `/v1/files…`). */
+export function batchApiOwns(path: string): boolean {
+  // HOT: every request passes here before routing.
+  if (path.length < 9 || (path.charCodeAt(4) !== 98 /* b */ && path.charCodeAt(4) !== 102) /* f */)
+    return false;
+  return (
+    path === '/v1/batch' ||
+    path === '/v1/batches' ||
+    path.startsWith('/v1/batches/') ||
+    path === '/v1/files' ||
+    path.startsWith('/v1/files/')
+  );
+}
+
 /**
  * The local endpoints over one job backend and idempotency store. `config` returns the current
  * plan's `batch_api` section (endpoints, sync limits and anonymous access follow reloads).
@@ -110,15 +124,7 @@ export class BatchApi implements LocalEndpoints {
 
   owns(path: string): boolean {
     // HOT: every request passes here before routing.
-    if (path.length < 9 || (path.charCodeAt(4) !== 98 /* b */ && path.charCodeAt(4) !== 102) /* f */)
-      return false;
-    return (
-      path === '/v1/batch' ||
-      path === '/v1/batches' ||
-      path.startsWith('/v1/batches/') ||
-      path === '/v1/files' ||
-      path.startsWith('/v1/files/')
-    );
+    return batchApiOwns(path);
   }
 
   handle(s: Session): void {

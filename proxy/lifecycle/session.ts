@@ -127,6 +127,11 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   priorityClass: number | null = null;
   /** Work a local endpoint runs for this request, aborted if the client leaves. */
   local: LocalWork | null = null;
+  /**
+   * False for the main thread's copy of a request a worker thread passed on (runtime/
+   * endpoint-relay.ts): the worker's session counts it, this one records nothing when it ends.
+   */
+  recorded = true;
   /** Index of the listener the request came in on (its plugins apply). */
   listener = 0;
   /** The plugin hook runner, on routes and listeners with plugins; else null. */
@@ -1351,7 +1356,7 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
       route.stats.count(this.status);
       route.stats.duration.recordMs(now - this.startMs);
     }
-    this.rec.onDone(this, now, gate, used);
+    if (this.recorded) this.rec.onDone(this, now, gate, used);
     // An onDone hook still pending keeps the plan (its plugin instances close with it) until it settles.
     if (this.plug === null || !this.plug.done()) this.plan.release();
     this.host.sessionDone(this);

@@ -70,6 +70,12 @@ import {
   type RelayedItem,
   type RelayedResult,
 } from './batch-relay.js';
+import {
+  RelayedCall,
+  type EndpointRelayClient,
+  type RelayedCallDone,
+  type RelayedCallStart,
+} from './endpoint-relay.js';
 
 export interface SluiceOptions {
   /** Path of the YAML file; reloads re-read it. */
@@ -201,6 +207,13 @@ export class Sluice {
    * (batch-relay.ts); null in the main thread.
    */
   batchRelay: BatchRelayClient | null = null;
+  /**
+   * In a worker thread with the batch API, the endpoints it passes on to the main thread
+   * (endpoint-relay.ts); null in the main thread.
+   */
+  endpointRelay: EndpointRelayClient | null = null;
+  /** In the main thread: the batch API requests workers passed on, being answered. */
+  private readonly relayedCalls = new Map<number, RelayedCall>();
   /** How many threads serve the listeners, and why (fixed at start). */
   threadCount: ThreadCount = { threads: 1, reason: 'server.workers 1' };
   /** In a worker thread: what its metric reports already counted (stats-delta.ts). */
@@ -246,6 +259,26 @@ export class Sluice {
    */
   acceptBatchItem(m: RelayedItem, reply: (r: RelayedResult) => void): void {
     acceptRelayedItem(this.plan, m, reply);
+  }
+
+  /**
+   * The main thread's part of the batch API under `server.workers`: answers a request worker
+   * `index` passed on (endpoint-relay.ts) with this thread's batch API, once, through `reply`.
+   */
+  acceptEndpointCall(index: number, m: RelayedCallStart, reply: (r: RelayedCallDone) => void): void {
+    const api = this.batch?.api;
+    const server = this.server;
+    if (api === undefined || server === null) {
+      reply({ t: 'endpoint-done', id: m.id, status: 503, headers: [], body: new Uint8Array(0), tenant: '' });
+      return;
+    }
+    const key = relayedCallKey(index, m.id);
+    const call = new RelayedCall(server, api, m.id, (r) => {
+      this.relayedCalls.delete(key);
+      reply(r);
+    });
+    this.relayedCalls.set(key, call);
+    call.run(this.plan, m);
   }
 
   /** The plan new requests run on. */
@@ -340,7 +373,11 @@ export class Sluice {
           (index, delta) => this.absorbWorker(index, delta),
           (batches) => judgeOutcomes(this.plan, batches),
           (lines) => this.stats.accessLog?.writeLines(lines),
-          (m, reply) => this.acceptBatchItem(m, reply),
+          {
+            batchItem: (_index, m, reply) => this.acceptBatchItem(m, reply),
+            endpointCall: (index, m, reply) => this.acceptEndpointCall(index, m, reply),
+            endpointAbort: (index, id) => this.relayedCalls.get(relayedCallKey(index, id))?.abort(),
+          },
           (index, ledger) => this.workerDied(index, ledger),
         );
       }
@@ -742,6 +779,7 @@ export class Sluice {
       }
       this.planned = true;
       this.server = new ProxyServer(this.stats, () => this.plan, this.runtime.shared);
+      this.server.endpoints = this.endpointRelay;
       this.applyOverload(config);
       const listeners = config.listeners.map((l) => ({ ...l, port: ports[l.name] ?? l.port }));
       readHealth(this.plan, this.shared);
@@ -1025,6 +1063,11 @@ export class Sluice {
     await this.sim?.close();
     this.sim = null;
   }
+}
+
+/** A worker's relayed call by its thread and number (at most 64 threads, numbers below 2^30). */
+function relayedCallKey(index: number, id: number): number {
+  return index * 0x4000_0000 + id;
 }
 
 /** How often a worker thread reports its metrics to the main thread, ms (reads also ask at once). */

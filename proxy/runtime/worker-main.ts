@@ -12,11 +12,15 @@ import { Sluice } from './sluice.js';
 import { HEALTH_MIRROR_MS } from './health-mirror.js';
 import type { FromWorker, ToWorker, WorkerBoot } from './worker-set.js';
 import { BatchRelayClient } from './batch-relay.js';
+import { EndpointRelayClient } from './endpoint-relay.js';
+import { batchApiOwns } from '../batch-api/batch-api.js';
 
 const boot = workerData as WorkerBoot;
 const port = parentPort!;
 const post = (m: FromWorker): void => port.postMessage(m);
 const relay = new BatchRelayClient(post);
+// The batch API's requests are answered by the main thread, which runs its stores and job worker.
+const endpoints = boot.config.batch_api === undefined ? null : new EndpointRelayClient(post, batchApiOwns);
 
 const min = LogLevel[levelFromEnv('info')];
 const log: Logger = {
@@ -46,6 +50,7 @@ async function run(): Promise<void> {
     sluice.accessLogRelay = (text) => post({ t: 'access-log', text });
     // Batching routes' items are batched by the main thread (batch-relay.ts).
     sluice.batchRelay = relay;
+    sluice.endpointRelay = endpoints;
     await sluice.startWorker(boot.config, boot.digest, loaded.plugins, boot.ports);
   } catch (e) {
     post({ t: 'failed', message: (e as Error).message });
@@ -87,6 +92,9 @@ async function run(): Promise<void> {
     switch (m.t) {
       case 'batch-done':
         relay.done(m);
+        return;
+      case 'endpoint-done':
+        endpoints?.done(m);
         return;
       case 'reload':
         replyWith(m.id, sluice.applyWorkerConfig(m.config, m.digest));

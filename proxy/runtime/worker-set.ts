@@ -13,6 +13,7 @@ import type { StatsDelta } from '../metrics/stats-delta.js';
 import type { OutcomeBatch } from './health-mirror.js';
 import type { SluiceConfig } from '../../config/types.js';
 import type { RelayedItem, RelayedResult } from './batch-relay.js';
+import type { RelayedCallAbort, RelayedCallDone, RelayedCallStart } from './endpoint-relay.js';
 
 /** What a worker starts from (its `workerData`). */
 export interface WorkerBoot {
@@ -43,7 +44,8 @@ export type ToWorker =
   | { t: 'report'; id: number }
   | { t: 'certificates'; id: number }
   | { t: 'stop-accepting'; id: number }
-  | RelayedResult;
+  | RelayedResult
+  | RelayedCallDone;
 
 /** Messages from a worker. */
 export type FromWorker =
@@ -54,15 +56,28 @@ export type FromWorker =
   | { t: 'stats'; delta: StatsDelta }
   | { t: 'outcomes'; batches: OutcomeBatch[] }
   | { t: 'access-log'; text: string }
-  | RelayedItem;
+  | RelayedItem
+  | RelayedCallStart
+  | RelayedCallAbort;
 
-/** Batches an item a worker relayed and answers it once (Sluice.acceptBatchItem). */
-export type BatchItemHandler = (m: RelayedItem, reply: (r: RelayedResult) => void) => void;
-
-/** Without a handler: every relayed item is declined, and its worker sends the request alone. */
-function declineBatchItem(m: RelayedItem, reply: (r: RelayedResult) => void): void {
-  reply({ t: 'batch-done', id: m.id, status: 0, body: new Uint8Array(0), attempts: 0, waitMs: 0, size: 0 });
+/** What the main thread does for the workers' requests that need its state. */
+export interface MainThreadWork {
+  /** Batches an item worker `index` relayed and answers it once (batch-relay.ts). */
+  batchItem(index: number, m: RelayedItem, reply: (r: RelayedResult) => void): void;
+  /** Answers a batch API request worker `index` passed on, once (endpoint-relay.ts). */
+  endpointCall(index: number, m: RelayedCallStart, reply: (r: RelayedCallDone) => void): void;
+  /** The client of worker `index`'s call `id` left. */
+  endpointAbort(index: number, id: number): void;
 }
+
+/** Without a main thread's state: items are declined (sent alone), calls answered 503. */
+const NO_MAIN_THREAD_WORK: MainThreadWork = {
+  batchItem: (_index, m, reply) =>
+    reply({ t: 'batch-done', id: m.id, status: 0, body: new Uint8Array(0), attempts: 0, waitMs: 0, size: 0 }),
+  endpointCall: (_index, m, reply) =>
+    reply({ t: 'endpoint-done', id: m.id, status: 503, headers: [], body: new Uint8Array(0), tenant: '' }),
+  endpointAbort: () => undefined,
+};
 
 /**
  * A worker thread's young generation, MiB. V8's default let each worker's grow with the garbage of
@@ -134,7 +149,7 @@ export class WorkerSet {
   private readonly onStats: (index: number, delta: StatsDelta) => void;
   private readonly onOutcomes: (batches: OutcomeBatch[]) => void;
   private readonly onAccessLog: (text: string) => void;
-  private readonly onBatchItem: BatchItemHandler;
+  private readonly main: MainThreadWork;
   private readonly onDied: (index: number, ledger: Int32Array) => void;
   /** The config the workers run, and its digest (what a restarted worker starts from). */
   private config: SluiceConfig;
@@ -147,7 +162,7 @@ export class WorkerSet {
     onStats: (index: number, delta: StatsDelta) => void,
     onOutcomes: (batches: OutcomeBatch[]) => void,
     onAccessLog: (text: string) => void,
-    onBatchItem: BatchItemHandler,
+    main: MainThreadWork,
     onDied: (index: number, ledger: Int32Array) => void,
   ) {
     const { config, digest, ...rest } = boot;
@@ -158,7 +173,7 @@ export class WorkerSet {
     this.onStats = onStats;
     this.onOutcomes = onOutcomes;
     this.onAccessLog = onAccessLog;
-    this.onBatchItem = onBatchItem;
+    this.main = main;
     this.onDied = onDied;
   }
 
@@ -173,10 +188,10 @@ export class WorkerSet {
     onStats: (index: number, delta: StatsDelta) => void,
     onOutcomes: (batches: OutcomeBatch[]) => void,
     onAccessLog: (text: string) => void = () => undefined,
-    onBatchItem: BatchItemHandler = declineBatchItem,
+    main: MainThreadWork = NO_MAIN_THREAD_WORK,
     onDied: (index: number, ledger: Int32Array) => void = () => undefined,
   ): Promise<WorkerSet> {
-    const set = new WorkerSet(boot, log, onStats, onOutcomes, onAccessLog, onBatchItem, onDied);
+    const set = new WorkerSet(boot, log, onStats, onOutcomes, onAccessLog, main, onDied);
     const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => set.spawn(i + 1)));
     const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) {
@@ -243,10 +258,18 @@ export class WorkerSet {
             this.onAccessLog(m.text);
             return;
           case 'batch-item':
-            this.onBatchItem(m, (r) => {
+            this.main.batchItem(index, m, (r) => {
               // A worker that ended meanwhile took the request with it: nothing to answer.
               if (!thread.exited) worker.postMessage(r);
             });
+            return;
+          case 'endpoint':
+            this.main.endpointCall(index, m, (r) => {
+              if (!thread.exited) worker.postMessage(r);
+            });
+            return;
+          case 'endpoint-abort':
+            this.main.endpointAbort(index, m.id);
             return;
         }
       });

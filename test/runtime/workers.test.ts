@@ -19,6 +19,7 @@ import { startScriptedNode, tenantsSection, type ScriptedNode } from '../helpers
 import { RawConnection } from '../helpers/raw-http.js';
 import { netReusePort } from '../../config/semantic-checks.js';
 import { basicConfig, startRefused, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
+import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 
 const ANSWER = JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
 
@@ -1106,5 +1107,198 @@ describe('server.workers: 2 with sticky sessions', { timeout: 60_000 }, () => {
       fresh.filter((p) => p === 'canary').length >= 34,
       `new sessions follow the new weights: ${fresh.join(' ')}`,
     );
+  });
+});
+
+/** One request on a connection of its own: the status and the body as text. */
+function call(
+  base: string,
+  method: string,
+  path: string,
+  body: string | null = null,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(path, base);
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: `${u.pathname}${u.search}`,
+        method,
+        agent: false,
+        headers: {
+          connection: 'close',
+          ...(body === null ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+          ...headers,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body ?? undefined);
+  });
+}
+
+const BOUNDARY = 'sluice-workers-boundary';
+
+describe('server.workers: 2 with the batch API', { timeout: 60_000 }, () => {
+  let fleet: SimFleet | undefined;
+  let t: TestSluice | undefined;
+  const auth = { authorization: 'Bearer sk-acme-workers' };
+  const json = { ...auth, 'content-type': 'application/json' };
+
+  before(async () => {
+    process.env['WORKERS_ACME_KEY'] = 'sk-acme-workers';
+    fleet = await startSimFleet({ nodes: 2, port: 0, profile: 'fast' });
+    t = await startTestSluice(
+      basicConfig(
+        fleet.urls,
+        `${WORKERS}tenants:
+  - name: acme
+    keys: [{ env: WORKERS_ACME_KEY }]
+batch_api:
+  jobs: { concurrency: 4, poll_ms: 20 }
+`,
+      ),
+    );
+  });
+  after(async () => {
+    await t?.close();
+    await fleet?.close();
+  });
+
+  it("answers the batch API from both threads with the main thread's files and jobs", async () => {
+    assert.notEqual(t!.sluice.workers, null, 'a worker thread runs');
+    const input = Array.from(
+      { length: 12 },
+      (_, i) =>
+        `${JSON.stringify({ custom_id: `doc-${i}`, method: 'POST', url: '/v1/embeddings', body: { model: 'sim-embed', input: `doc ${i}` } })}\n`,
+    ).join('');
+    const form =
+      `--${BOUNDARY}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n` +
+      `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="in.jsonl"\r\n` +
+      `Content-Type: application/jsonl\r\n\r\n${input}\r\n--${BOUNDARY}--\r\n`;
+    const uploaded = await call(t!.url, 'POST', '/v1/files', form, {
+      ...auth,
+      'content-type': `multipart/form-data; boundary=${BOUNDARY}`,
+    });
+    assert.equal(uploaded.status, 200, uploaded.text);
+    const file = JSON.parse(uploaded.text) as { id: string };
+    const created = await call(
+      t!.url,
+      'POST',
+      '/v1/batches',
+      JSON.stringify({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' }),
+      json,
+    );
+    assert.equal(created.status, 200, created.text);
+    const id = (JSON.parse(created.text) as { id: string }).id;
+    let batch: {
+      status: string;
+      request_counts: Record<string, number>;
+      output_file_id: string | null;
+    } = { status: '', request_counts: {}, output_file_id: null };
+    await waitFor(
+      async () => {
+        const r = await call(t!.url, 'GET', `/v1/batches/${id}`, null, auth);
+        assert.equal(r.status, 200, r.text);
+        batch = JSON.parse(r.text) as typeof batch;
+        return batch.status === 'completed' || batch.status === 'failed';
+      },
+      20_000,
+      'the batch to finish',
+    );
+    assert.equal(batch.status, 'completed');
+    assert.deepEqual(batch.request_counts, { total: 12, completed: 12, failed: 0 });
+    const content = await call(t!.url, 'GET', `/v1/files/${batch.output_file_id}/content`, null, auth);
+    assert.equal(content.status, 200);
+    const out = content.text
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as { custom_id: string; response: { status_code: number } });
+    assert.deepEqual(
+      out.map((l) => [l.custom_id, l.response.status_code]),
+      Array.from({ length: 12 }, (_, i) => [`doc-${i}`, 200]),
+    );
+    // Every thread sees the same files and jobs: list them over new connections.
+    const lists = await Promise.all(
+      Array.from({ length: 8 }, () => call(t!.url, 'GET', '/v1/batches', null, auth)),
+    );
+    for (const l of lists) {
+      assert.equal(l.status, 200);
+      assert.ok((JSON.parse(l.text) as { data: { id: string }[] }).data.some((b) => b.id === id));
+    }
+    // The main thread authenticates: a wrong key is refused whichever thread takes it.
+    const wrong = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        call(t!.url, 'GET', '/v1/batches', null, { authorization: 'Bearer nope' }),
+      ),
+    );
+    for (const w of wrong) {
+      assert.equal(w.status, 401);
+      assert.match(w.text, /invalid_api_key/);
+    }
+    const text = await metrics(t!);
+    const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.ok(worker > 0 && main > 0, `both threads served batch API requests (${main} and ${worker})`);
+  });
+
+  it('runs POST /v1/batch taken by either thread, each item answered, and stops it when the client leaves', async () => {
+    const items = Array.from({ length: 5 }, (_, i) => ({
+      custom_id: `c-${i}`,
+      model: 'sim-embed',
+      input: `t ${i}`,
+    }));
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        call(t!.url, 'POST', '/v1/batch', JSON.stringify({ endpoint: '/v1/embeddings', items }), json),
+      ),
+    );
+    for (const r of replies) {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(
+        (JSON.parse(r.text) as { request_counts: { succeeded: number } }).request_counts.succeeded,
+        5,
+      );
+    }
+    // Clients that leave while their items stall: every item stops, in whichever thread.
+    const body = JSON.stringify({ endpoint: '/v1/embeddings', items: items.slice(0, 3) });
+    const port = new URL(t!.url).port;
+    const reqs = Array.from({ length: 6 }, () => {
+      const req = request({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/batch',
+        agent: false,
+        headers: {
+          ...json,
+          'content-length': Buffer.byteLength(body),
+          'x-sim-stall-ms': '5000',
+        },
+      });
+      req.on('error', () => {});
+      req.end(body);
+      return req;
+    });
+    // The items run in the main thread, whichever thread took their batch.
+    const items0 = t!.sluice.stats;
+    await waitFor(() => items0.inFlight >= 18, 5000, 'the items of six batches to start');
+    const t0 = performance.now();
+    for (const r of reqs) r.destroy();
+    await waitFor(
+      () => items0.inFlight === 0 && (t!.sluice.workers?.count ?? 0) === 1,
+      4000,
+      'every item to stop',
+    );
+    assert.ok(performance.now() - t0 < 4000, 'items stopped before their 5 s stall ended');
   });
 });

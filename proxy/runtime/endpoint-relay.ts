@@ -1,0 +1,242 @@
+/**
+ * The batch API with `server.workers`: its job worker, file store and idempotency store run in the
+ * main thread alone, so a worker thread that takes a batch API request (`/v1/batches`,
+ * `/v1/files`, `/v1/batch`) passes it on: the method, target, host, headers and body go to the
+ * main thread, which answers it there with a session of its own, and the whole answer comes back
+ * (status, headers, body), which the worker sends to its client. The worker's session counts the
+ * request (metrics, access log) as any other it serves; the main thread's copy records nothing. A
+ * client that leaves is told to the main thread, which stops the work as for its own client.
+ *
+ * Worker side: `EndpointRelayClient` (the worker's `LocalEndpoints`). Main side: `RelayedCall`.
+ */
+import type { Downstream } from '../lifecycle/downstream.js';
+import type { LocalEndpoints, LocalWork } from '../lifecycle/local-endpoints.js';
+import { Session, type SessionHost } from '../lifecycle/session.js';
+import type { StatsRegistry } from '../metrics/stats.js';
+import type { Plan } from '../plan/plan.js';
+import { Errors } from '../lifecycle/errors.js';
+
+/** A batch API request a worker thread passes to the main thread. */
+export interface RelayedCallStart {
+  t: 'endpoint';
+  /** The worker's number for the call (unique among its calls in flight). */
+  id: number;
+  requestId: string;
+  method: string;
+  path: string;
+  url: string;
+  host: string;
+  /** Request headers, flat `[name, value, ...]`. */
+  headers: string[];
+  body: Uint8Array | null;
+}
+
+/** The worker's client left before the answer: the main thread stops the call's work. */
+export interface RelayedCallAbort {
+  t: 'endpoint-abort';
+  id: number;
+}
+
+/** The main thread's whole answer to a relayed call. */
+export interface RelayedCallDone {
+  t: 'endpoint-done';
+  id: number;
+  status: number;
+  headers: string[];
+  body: Uint8Array;
+  /** The tenant the main thread authenticated ('' for none). */
+  tenant: string;
+}
+
+/** `b` as a message may carry it (see batch-relay.ts): its bytes, not its whole ArrayBuffer. */
+function exact(b: Uint8Array): Uint8Array {
+  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b : new Uint8Array(b);
+}
+
+/** A worker's call waiting for the main thread; its session's `local` work. */
+class WaitingCall implements LocalWork {
+  readonly client: EndpointRelayClient;
+  readonly id: number;
+  readonly session: Session;
+
+  constructor(client: EndpointRelayClient, id: number, session: Session) {
+    this.client = client;
+    this.id = id;
+    this.session = session;
+  }
+
+  abort(): void {
+    this.client.aborted(this);
+  }
+}
+
+/** A worker thread's side: the endpoints it owns are answered by the main thread. */
+export class EndpointRelayClient implements LocalEndpoints {
+  private readonly post: (m: RelayedCallStart | RelayedCallAbort) => void;
+  private readonly ownsPath: (path: string) => boolean;
+  private readonly waiting = new Map<number, WaitingCall>();
+  private nextId = 1;
+
+  /** `owns`: the paths the main thread's endpoints answer (the batch API's). */
+  constructor(post: (m: RelayedCallStart | RelayedCallAbort) => void, owns: (path: string) => boolean) {
+    this.post = post;
+    this.ownsPath = owns;
+  }
+
+  /** Calls sent and not answered yet. */
+  get pending(): number {
+    return this.waiting.size;
+  }
+
+  owns(path: string): boolean {
+    // HOT
+    return this.ownsPath(path);
+  }
+
+  handle(s: Session): void {
+    const id = this.nextId++;
+    if (this.nextId > 0x3fff_ffff) this.nextId = 1;
+    const call = new WaitingCall(this, id, s);
+    this.waiting.set(id, call);
+    s.local = call;
+    this.post({
+      t: 'endpoint',
+      id,
+      requestId: s.id,
+      method: s.method,
+      path: s.path,
+      url: s.url,
+      host: s.hostName,
+      headers: s.headers,
+      body: s.body === null ? null : exact(s.body),
+    });
+  }
+
+  /** The main thread answered call `m.id`: its client gets the answer. */
+  done(m: RelayedCallDone): void {
+    const call = this.waiting.get(m.id);
+    if (call === undefined) return;
+    this.waiting.delete(m.id);
+    const s = call.session;
+    s.local = null;
+    if (m.tenant !== '') s.tenant = m.tenant;
+    s.respond(m.status, m.headers, Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength));
+  }
+
+  /** The call's client left. */
+  aborted(call: WaitingCall): void {
+    if (!this.waiting.delete(call.id)) return;
+    this.post({ t: 'endpoint-abort', id: call.id });
+  }
+}
+
+/**
+ * The main thread's side of one relayed call: the downstream and host of a session that runs the
+ * main thread's endpoints and keeps their answer, which `reply` sends back once. The session
+ * records nothing (the worker's session counts the request).
+ */
+export class RelayedCall implements Downstream, SessionHost {
+  readonly stats: StatsRegistry;
+  readonly endpoints: LocalEndpoints;
+  /** The main thread's server: the host of the sessions the endpoints start (a batch's items). */
+  private readonly host: SessionHost;
+  aborted = false;
+  started = false;
+  private readonly send: (m: RelayedCallDone) => void;
+  private readonly id: number;
+  private status = 0;
+  private headers: readonly string[] = [];
+  private chunks: Buffer[] = [];
+  private session: Session | null = null;
+  private sent = false;
+
+  constructor(host: SessionHost, endpoints: LocalEndpoints, id: number, send: (m: RelayedCallDone) => void) {
+    this.host = host;
+    this.stats = host.stats;
+    this.endpoints = endpoints;
+    this.id = id;
+    this.send = send;
+  }
+
+  get draining(): boolean {
+    return this.host.draining;
+  }
+
+  /** Answers `m` with the endpoints on `plan`; `reply` follows once (possibly synchronously). */
+  run(plan: Plan, m: RelayedCallStart): void {
+    const s = new Session(this, plan, this, m.requestId, m.method, m.path, m.url, m.host, m.headers);
+    s.body = m.body === null ? null : Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength);
+    s.recorded = false;
+    this.session = s;
+    plan.acquire();
+    if (this.endpoints.owns(m.path)) this.endpoints.handle(s);
+    else s.fail(Errors.routeNotFound, `no endpoint ${m.method} ${m.path}`);
+  }
+
+  /** The worker's client left: the work stops as for a client of this thread. */
+  abort(): void {
+    if (this.aborted || this.session === null) return;
+    this.aborted = true;
+    this.session.onDownstreamAborted();
+  }
+
+  // ---- Downstream ----
+
+  reply(status: number, headers: readonly string[], body: string | Uint8Array): void {
+    if (this.aborted) return;
+    this.started = true;
+    this.status = status;
+    this.headers = headers;
+    this.chunks = [typeof body === 'string' ? Buffer.from(body) : Buffer.from(body)];
+  }
+
+  start(status: number, headers: readonly string[]): void {
+    if (this.aborted) return;
+    this.started = true;
+    this.status = status;
+    this.headers = headers;
+  }
+
+  write(chunk: Uint8Array): boolean {
+    if (!this.aborted) this.chunks.push(Buffer.from(chunk));
+    return true;
+  }
+
+  end(): void {}
+
+  closeWhenDone(): void {}
+
+  destroy(): void {}
+
+  abandonHead(): boolean {
+    if (this.aborted || !this.started || this.chunks.length > 0) return false;
+    this.started = false;
+    return true;
+  }
+
+  // ---- SessionHost ----
+
+  sessionStarted(s: Session): void {
+    // The endpoints' own requests (a synchronous batch's items) are the server's.
+    if (s !== this.session) this.host.sessionStarted(s);
+  }
+
+  sessionDone(s: Session): void {
+    if (s !== this.session) {
+      this.host.sessionDone(s);
+      return;
+    }
+    this.session = null;
+    if (this.sent || this.aborted) return;
+    this.sent = true;
+    const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+    this.send({
+      t: 'endpoint-done',
+      id: this.id,
+      status: this.status,
+      headers: [...this.headers],
+      body: exact(body),
+      tenant: s.tenant,
+    });
+  }
+}
