@@ -530,7 +530,7 @@ function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
 /** A feature of a config whose state each thread would keep for itself (`perThreadFeatures`). */
 export interface PerThreadFeature {
   path: ConfigPath;
-  /** What it is, as the start of a sentence: "the adaptive admission limit (its latency samples)". */
+  /** What it is, as the start of a sentence: "reserve_per_node (its per-tenant counts)". */
   what: string;
   /** What to do instead, as a clause: "set reserve_per_node to 0". */
   instead: string;
@@ -583,12 +583,6 @@ export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort(
       });
     const a = p['admission'];
     if (!isRecord(a)) continue;
-    if (a['adaptive'] !== undefined)
-      out.push({
-        path: ['pools', i, 'admission', 'adaptive'],
-        what: 'the adaptive admission limit (its latency samples)',
-        instead: 'use the static max_in_flight_per_node, whose counts are shared',
-      });
     const reserve = a['reserve_per_node'];
     if (typeof reserve === 'number' && reserve > 0)
       out.push({

@@ -31,6 +31,26 @@ export interface AdaptiveLimitOptions {
   longWindow?: number;
 }
 
+/**
+ * Where a limit keeps its three numbers (estimate, short average, minimum) when the threads of
+ * `server.workers` share one: Float64 cells in their shared table, changed under its lock. Every
+ * thread then feeds the one limit its own requests' latencies and enforces the same number.
+ */
+export interface SharedAdaptiveState {
+  readonly floats: Float64Array;
+  /** Cells of the estimate, the short average and the minimum. */
+  readonly estimate: number;
+  readonly short: number;
+  readonly min: number;
+  /** True when this thread made the cells (they hold zeros: the limit starts them). */
+  readonly fresh: boolean;
+  lock(): void;
+  unlock(): void;
+}
+
+/** Cells of a limit of its own (one thread). */
+const NO_LOCK = (): void => undefined;
+
 /** The gradient limit. Feed it `observe(latencyMs, inFlight)`; read `limit` (integer). */
 export class AdaptiveLimit {
   /** Lower bound, requests. */
@@ -41,30 +61,81 @@ export class AdaptiveLimit {
   readonly tolerance: number;
   /** Weight of a new target, 0..1. */
   readonly smoothing: number;
-  /** Unrounded current limit, requests. */
-  estimate: number;
-  /** Short-window latency average, ms; 0 before the first sample. */
-  shortLatencyMs = 0;
-  /** Long-run minimum of the short average, ms; Infinity before the first sample. */
-  minLatencyMs = Infinity;
   private readonly shortAlpha: number;
   private readonly longAlpha: number;
+  /** The state's cells: this limit's own, or the threads' shared ones. */
+  private readonly f: Float64Array;
+  private readonly iEstimate: number;
+  private readonly iShort: number;
+  private readonly iMin: number;
+  private readonly lock: () => void;
+  private readonly unlock: () => void;
 
-  constructor(options: AdaptiveLimitOptions & { maxLimit: number }) {
+  /** `shared`: the threads' cells for this limit (see `SharedAdaptiveState`); default its own. */
+  constructor(
+    options: AdaptiveLimitOptions & { maxLimit: number },
+    shared: SharedAdaptiveState | null = null,
+  ) {
     this.minLimit = Math.max(1, options.minLimit ?? 1);
     this.maxLimit = Math.max(this.minLimit, options.maxLimit);
     this.tolerance = options.tolerance ?? 1.5;
     this.smoothing = options.smoothing ?? 0.2;
     this.shortAlpha = 2 / ((options.shortWindow ?? 10) + 1);
     this.longAlpha = 1 / (options.longWindow ?? 600);
-    this.estimate = clamp(options.initialLimit ?? this.maxLimit, this.minLimit, this.maxLimit);
     if (!(this.tolerance >= 1)) throw new Error('adaptive.tolerance must be >= 1');
     if (!(this.smoothing > 0 && this.smoothing <= 1)) throw new Error('adaptive.smoothing must be in (0, 1]');
+    const initial = clamp(options.initialLimit ?? this.maxLimit, this.minLimit, this.maxLimit);
+    if (shared === null) {
+      this.f = new Float64Array(3);
+      this.iEstimate = 0;
+      this.iShort = 1;
+      this.iMin = 2;
+      this.lock = NO_LOCK;
+      this.unlock = NO_LOCK;
+    } else {
+      this.f = shared.floats;
+      this.iEstimate = shared.estimate;
+      this.iShort = shared.short;
+      this.iMin = shared.min;
+      this.lock = () => shared.lock();
+      this.unlock = () => shared.unlock();
+    }
+    if (shared === null || shared.fresh) {
+      this.lock();
+      this.f[this.iEstimate] = initial;
+      this.f[this.iShort] = 0;
+      this.f[this.iMin] = Infinity;
+      this.unlock();
+    }
+  }
+
+  /** Unrounded current limit, requests. */
+  get estimate(): number {
+    return this.f[this.iEstimate]!;
+  }
+
+  /** Lowers the estimate to `max` if it is above (the ceiling moved down). */
+  capEstimate(max: number): void {
+    this.lock();
+    if (this.f[this.iEstimate]! > max) this.f[this.iEstimate] = max;
+    this.unlock();
+  }
+
+  /** Short-window latency average, ms; 0 before the first sample. */
+  get shortLatencyMs(): number {
+    return this.f[this.iShort]!;
+  }
+
+  /** Long-run minimum of the short average, ms; Infinity before the first sample. */
+  get minLatencyMs(): number {
+    return this.f[this.iMin]!;
   }
 
   /** The current limit, a whole number of requests within [minLimit, maxLimit]. */
   get limit(): number {
-    return Math.max(this.minLimit, Math.floor(this.estimate));
+    // HOT: with threads, a read of a cell another thread may be writing: an aligned 8-byte load,
+    // which x86-64 and ARMv8 make whole; the value is one estimate or the next.
+    return Math.max(this.minLimit, Math.floor(this.f[this.iEstimate]!));
   }
 
   /**
@@ -75,20 +146,26 @@ export class AdaptiveLimit {
     // HOT
     if (!(latencyMs >= 0)) return this.limit;
     const x = latencyMs > 0 ? latencyMs : 1e-3;
-    this.shortLatencyMs =
-      this.shortLatencyMs === 0 ? x : this.shortLatencyMs + (x - this.shortLatencyMs) * this.shortAlpha;
-    const short = this.shortLatencyMs;
-    if (short < this.minLatencyMs) this.minLatencyMs = short;
-    else this.minLatencyMs += (short - this.minLatencyMs) * this.longAlpha;
-    const gradient = clamp((this.tolerance * this.minLatencyMs) / short, 0.5, 1);
-    const limit = this.estimate;
-    if (gradient >= 1 && inFlight < limit / 2) return this.limit;
-    const target = limit * gradient + Math.sqrt(limit);
-    this.estimate = clamp(
-      limit * (1 - this.smoothing) + target * this.smoothing,
-      this.minLimit,
-      this.maxLimit,
-    );
+    const f = this.f;
+    this.lock();
+    let short = f[this.iShort]!;
+    short = short === 0 ? x : short + (x - short) * this.shortAlpha;
+    f[this.iShort] = short;
+    let min = f[this.iMin]!;
+    if (short < min) min = short;
+    else min += (short - min) * this.longAlpha;
+    f[this.iMin] = min;
+    const gradient = clamp((this.tolerance * min) / short, 0.5, 1);
+    const limit = f[this.iEstimate]!;
+    if (!(gradient >= 1 && inFlight < limit / 2)) {
+      const target = limit * gradient + Math.sqrt(limit);
+      f[this.iEstimate] = clamp(
+        limit * (1 - this.smoothing) + target * this.smoothing,
+        this.minLimit,
+        this.maxLimit,
+      );
+    }
+    this.unlock();
     return this.limit;
   }
 }

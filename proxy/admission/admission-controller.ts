@@ -20,7 +20,7 @@
  */
 import { nowMs } from '../lifecycle/clock.js';
 import type { Logger } from '../runtime/logger.js';
-import { AdaptiveLimit, type AdaptiveLimitOptions } from './adaptive-limit.js';
+import { AdaptiveLimit, type AdaptiveLimitOptions, type SharedAdaptiveState } from './adaptive-limit.js';
 import { countRejection, newAdmissionCounters, type AdmissionCounters } from './admission-counters.js';
 import {
   AdmissionRejectReason,
@@ -68,10 +68,16 @@ export interface AdmissionOptions {
    * With worker threads (`server.workers`): the pool's record in the threads' shared table, whose
    * cells hold the requests in flight, the requests queued and a wake-up generation of every
    * thread's controller of the pool. The limit and `maxQueue` then count every thread; each thread
-   * queues its own requests and is woken when another frees a slot. Not with `adaptive` or
-   * `reservePerNode` (the config refuses them with workers). Absent: this thread alone.
+   * queues its own requests and is woken when another frees a slot. With `adaptive`, give
+   * `sharedAdaptive` too; not with `reservePerNode` (the config refuses it with workers). Absent:
+   * this thread alone.
    */
   shared?: { cells: Int32Array; cell: number; ledger?: Int32Array | null } | null;
+  /**
+   * With worker threads and `adaptive`: the limit's state in the threads' shared table, so that one
+   * limit learns from every thread's requests and every thread enforces it.
+   */
+  sharedAdaptive?: SharedAdaptiveState | null;
 }
 
 /** `Atomics.waitAsync` (in Node since 16; not in this TypeScript lib's types). */
@@ -124,6 +130,8 @@ export class AdmissionController {
   /** Effective limit, requests: min(capacity, adaptive limit). */
   private effectiveLimit = 0;
   private readonly adaptiveMaxFixed: boolean;
+  /** The adaptive limit's state is the threads' (other threads move it: read it before deciding). */
+  private readonly adaptiveShared: boolean;
   private maxQueue: number;
   private maxWaitMs: number;
   private readonly maxRetryAfterMs: number;
@@ -185,7 +193,11 @@ export class AdmissionController {
     this.shareUsedFn = (tenant) => this.shareUsed(tenant);
     const a = options.adaptive ?? null;
     this.adaptiveMaxFixed = a?.maxLimit !== undefined;
-    this.adaptive = a === null ? null : new AdaptiveLimit({ ...a, maxLimit: a.maxLimit ?? this.capacity });
+    this.adaptive =
+      a === null
+        ? null
+        : new AdaptiveLimit({ ...a, maxLimit: a.maxLimit ?? this.capacity }, options.sharedAdaptive ?? null);
+    this.adaptiveShared = this.adaptive !== null && (options.sharedAdaptive ?? null) !== null;
     this.effectiveLimit = this.computeLimit();
     this.reserved = this.computeReserve();
     this.onTimer = () => {
@@ -197,8 +209,10 @@ export class AdmissionController {
     this.sharedCells = shared?.cells ?? null;
     this.sharedAt = shared?.cell ?? 0;
     this.ledger = shared?.ledger ?? null;
-    if (shared !== null && (this.adaptive !== null || this.reservePerNode > 0))
-      throw new Error('admission shared across worker threads takes neither adaptive nor reserve_per_node');
+    if (shared !== null && this.reservePerNode > 0)
+      throw new Error('admission shared across worker threads takes no reserve_per_node');
+    if (shared !== null && this.adaptive !== null && !this.adaptiveShared)
+      throw new Error('admission shared across worker threads needs the adaptive limit shared too');
     this.onWake = () => {
       this.waiting = false;
       this.drain();
@@ -285,6 +299,7 @@ export class AdmissionController {
     if (c === null) return;
     const at = this.sharedAt;
     if (Atomics.load(c, at + SHARED_QUEUED) <= this.queuedEntries.size) return;
+    if (this.adaptiveShared) this.effectiveLimit = this.computeLimit();
     if (Atomics.load(c, at + SHARED_IN_FLIGHT) >= this.effectiveLimit) return;
     Atomics.add(c, at + SHARED_WAKE, 1);
     Atomics.notify(c, at + SHARED_WAKE);
@@ -309,6 +324,7 @@ export class AdmissionController {
 
   /** Requests allowed in flight now. */
   get limit(): number {
+    if (this.adaptiveShared) this.effectiveLimit = this.computeLimit();
     return this.effectiveLimit;
   }
 
@@ -334,6 +350,7 @@ export class AdmissionController {
     if (this.closed) return this.rejectNow(AdmissionRejectReason.closed);
     if (t.deadlineMs <= now) return this.rejectNow(AdmissionRejectReason.deadline);
     const u = this.reservePerNode > 0 ? this.touch(t, now) : null;
+    if (this.adaptiveShared) this.effectiveLimit = this.computeLimit();
     if (this.inFlight < this.effectiveLimit && this.mayTakeNow(t, now) && this.takeSlot()) {
       t.slotSinceMs = now;
       t.slotOwner = this;
@@ -393,7 +410,9 @@ export class AdmissionController {
     const service = now - admittedAt;
     this.serviceTimeMs += (service - this.serviceTimeMs) * SERVICE_EWMA_ALPHA;
     if (this.adaptive !== null) {
-      this.adaptive.observe(latencyMs ?? service, inFlightBefore);
+      // With threads, the limit learns from the pool's load in all of them.
+      const before = c === null ? inFlightBefore : Atomics.load(c, this.sharedAt + SHARED_IN_FLIGHT) + 1;
+      this.adaptive.observe(latencyMs ?? service, before);
       this.effectiveLimit = this.computeLimit();
       this.reserved = this.computeReserve();
     }
@@ -471,7 +490,7 @@ export class AdmissionController {
     // limit is the lower of the two anyway, and its estimate must not be cut by a brief outage.
     if (this.adaptive !== null && !this.adaptiveMaxFixed) {
       this.adaptive.maxLimit = Math.max(this.adaptive.minLimit, this.perNode * this.nodes);
-      if (this.adaptive.estimate > this.adaptive.maxLimit) this.adaptive.estimate = this.adaptive.maxLimit;
+      this.adaptive.capEstimate(this.adaptive.maxLimit);
     }
     this.effectiveLimit = this.computeLimit();
     this.reserved = this.computeReserve();
@@ -524,6 +543,7 @@ export class AdmissionController {
     if (this.draining) return;
     this.draining = true;
     let scaled = false;
+    if (this.adaptiveShared) this.effectiveLimit = this.computeLimit();
     try {
       const shared = this.sharedCells !== null;
       while (this.queuedEntries.size > 0 && this.inFlightAll < this.effectiveLimit) {

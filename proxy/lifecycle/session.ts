@@ -1128,8 +1128,9 @@ export class Session implements PickRequest, AffinitySource, GateOwner, BatchIte
   onDownstreamAborted(): void {
     if (this.finished) return;
     // A client that leaves while still sending its body has no route yet (routing reads the body).
+    // The main thread's copy of a worker's request is counted by the worker's session.
     if (this.route !== null) this.route.stats.aborted++;
-    else this.host.stats.abortedUnrouted++;
+    else if (this.recorded) this.host.stats.abortedUnrouted++;
     this.status = 499;
     this.local?.abort();
     // The attempts end as cancelled before finish(), which closes the request's trace: their spans

@@ -5,6 +5,7 @@
  */
 import type { PoolConfig } from '../../config/types.js';
 import { AdmissionController } from '../admission/admission-controller.js';
+import type { SharedAdaptiveState } from '../admission/adaptive-limit.js';
 import type { PoolHealth } from '../health/pool-health.js';
 import { TokenBudget } from './token-budget.js';
 import { TtfbWindow } from './ttfb-window.js';
@@ -125,9 +126,13 @@ export class PoolState {
     this.admissionKey = key;
     const ad = a.adaptive;
     this.admission = new AdmissionController({
-      // With worker threads the pool's counts are shared (the config allows no adaptive limit and
-      // no reserve there).
+      // With worker threads the pool's counts are shared, and so is an adaptive limit's state (a
+      // new one for new settings; the config allows no reserve there).
       shared: this.shared === null ? null : this.shared.record('admission', config.name),
+      sharedAdaptive:
+        this.shared === null || a.adaptive === undefined
+          ? null
+          : sharedAdaptiveState(this.shared, config.name, key),
       maxInFlightPerNode: a.max_in_flight_per_node,
       nodes: config.nodes.length,
       maxQueue: a.max_queue,
@@ -169,4 +174,22 @@ export class PoolState {
     const p = w.value();
     return p > h.minDelayMs ? p : h.minDelayMs;
   }
+}
+
+/**
+ * The cells of pool `pool`'s adaptive limit of settings `settings` in the threads' shared table:
+ * three Float64s over two records, changed under the table's lock.
+ */
+export function sharedAdaptiveState(table: SharedTable, pool: string, settings: string): SharedAdaptiveState {
+  const a = table.record('adaptive', `${pool}\n${settings}`);
+  const b = table.record('adaptive-min', `${pool}\n${settings}`);
+  return {
+    floats: a.floats,
+    estimate: a.float,
+    short: a.float + 1,
+    min: b.float,
+    fresh: a.fresh,
+    lock: () => table.lock(),
+    unlock: () => table.unlock(),
+  };
 }

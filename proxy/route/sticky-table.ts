@@ -13,11 +13,12 @@
  * The entries of every route live in one `StickyStore`: a fixed array of 12-byte entries (the
  * route-and-session key, the pool's tag, the last use), eight to a set, in one buffer. With
  * `server.workers` the buffer is a SharedArrayBuffer every thread maps, so a session remembered by
- * one thread is found by the others. Reads and writes are atomic per word; a writer clears the key
- * before changing an entry and writes it last, and a reader checks the key again after reading the
- * tag, so a reader never takes one session's pool for another's. Two threads placing the same new
- * session at once may both write it (the same pool: the weights read the same hash); a set that
- * is full forgets its least recently used entry.
+ * one thread is found by the others. Reads and writes are atomic per word; a writer claims an entry
+ * by swapping its key for CLAIMED (compare-and-swap: one writer per entry at a time), writes the
+ * tag, and writes the key last, and a reader checks the key again after reading the tag, so a
+ * reader never takes one session's pool for another's. Two threads placing the same new session at
+ * once may both store it (the same pool: the weights read the same hash); a set that is full
+ * forgets its least recently used entry.
  */
 import { stableHash32 } from '../balance/stable-hash.js';
 
@@ -27,6 +28,8 @@ const WAYS = 8;
 const WORDS = 3;
 /** Int32 words before the sets: the use counter, then unused. */
 const HEADER = 4;
+/** The key of an entry a writer holds (never a session's key: `StickyTable` maps it to 1). */
+const CLAIMED = -1;
 
 /**
  * Sets of the process's store: 32,768 × 8 = 262,144 sessions over all routes, 3 MiB (memory is
@@ -75,7 +78,7 @@ export class StickyStore {
     return (this.mask + 1) * WAYS;
   }
 
-  /** The tag stored for `key` (nonzero), or 0; a hit counts as a use. */
+  /** The tag stored for `key` (neither 0 nor CLAIMED), or 0; a hit counts as a use. */
   get(key: number): number {
     // HOT
     const w = this.words;
@@ -86,37 +89,52 @@ export class StickyStore {
       const tag = Atomics.load(w, at + 1);
       // The entry may have been replaced between the two reads: take the tag only if it was not.
       if (Atomics.load(w, at) !== key) return 0;
-      Atomics.store(w, at + 2, Atomics.add(w, 0, 1));
+      // The use counter as it stands: a hit ranks with the newest write, without writing the
+      // counter's cache line, which every thread's writes share.
+      Atomics.store(w, at + 2, Atomics.load(w, 0));
       return tag;
     }
     return 0;
   }
 
-  /** Stores `tag` for `key`, in its entry or in place of its set's least recently used one. */
+  /**
+   * Stores `tag` for `key`, in its entry or in place of its set's least recently used one. The
+   * entry is claimed with compare-and-swap, so two threads never write one entry at once (one
+   * would leave the other's key with its own tag); the loser picks again. When every entry of the
+   * set is being written by others the key is not stored (the weights place the session).
+   */
   set(key: number, tag: number): void {
     const w = this.words;
     const base = HEADER + (key & this.mask) * WAYS * WORDS;
     const now = Atomics.add(w, 0, 1);
-    let victim = base;
-    let oldest = -1;
-    for (let i = 0; i < WAYS; i++) {
-      const at = base + i * WORDS;
-      const k = Atomics.load(w, at);
-      if (k === key) {
-        victim = at;
-        break;
+    for (let round = 0; round < WAYS; round++) {
+      let victim = -1;
+      let seen = 0;
+      let oldest = -1;
+      for (let i = 0; i < WAYS; i++) {
+        const at = base + i * WORDS;
+        const k = Atomics.load(w, at);
+        if (k === key) {
+          victim = at;
+          seen = k;
+          break;
+        }
+        if (k === CLAIMED) continue;
+        // Ages count from the use counter, which may wrap: the difference is right below 2^31.
+        const age = k === 0 ? 0x7fff_ffff : (now - Atomics.load(w, at + 2)) | 0;
+        if (age > oldest) {
+          oldest = age;
+          victim = at;
+          seen = k;
+        }
       }
-      // Ages count from the use counter, which may wrap: the difference is right while below 2^31.
-      const age = k === 0 ? 0x7fff_ffff : (now - Atomics.load(w, at + 2)) | 0;
-      if (age > oldest) {
-        oldest = age;
-        victim = at;
-      }
+      if (victim < 0) return;
+      if (Atomics.compareExchange(w, victim, seen, CLAIMED) !== seen) continue;
+      Atomics.store(w, victim + 1, tag);
+      Atomics.store(w, victim + 2, now);
+      Atomics.store(w, victim, key);
+      return;
     }
-    Atomics.store(w, victim, 0);
-    Atomics.store(w, victim + 1, tag);
-    Atomics.store(w, victim + 2, now);
-    Atomics.store(w, victim, key);
   }
 
   /** Entries in use (a scan of the whole store: for tests and views, not per request). */
@@ -150,7 +168,8 @@ export class StickyTable {
   }
 
   private key(hash: number): number {
-    return mix32(hash ^ this.salt) || 1;
+    const k = mix32(hash ^ this.salt);
+    return k === 0 || k === CLAIMED ? 1 : k;
   }
 
   /** The tag of the pool the session of hash `hash` started on, or 0. Refreshes its recency. */

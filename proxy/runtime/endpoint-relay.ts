@@ -4,7 +4,9 @@
  * `/v1/files`, `/v1/batch`) passes it on: the method, target, host, headers and body go to the
  * main thread, which answers it there with a session of its own, and the whole answer comes back
  * (status, headers, body), which the worker sends to its client. The worker's session counts the
- * request (metrics, access log) as any other it serves; the main thread's copy records nothing. A
+ * request (metrics, access log, under the tenant and error code the main thread found) as any
+ * other it serves; the main thread's copy counts no request (only its refusals, such as a wrong
+ * key, are counted where they are made). A
  * client that leaves is told to the main thread, which stops the work as for its own client.
  *
  * Worker side: `EndpointRelayClient` (the worker's `LocalEndpoints`). Main side: `RelayedCall`.
@@ -14,7 +16,7 @@ import type { LocalEndpoints, LocalWork } from '../lifecycle/local-endpoints.js'
 import { Session, type SessionHost } from '../lifecycle/session.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
-import { Errors } from '../lifecycle/errors.js';
+import { Errors, errorBody } from '../lifecycle/errors.js';
 
 /** A batch API request a worker thread passes to the main thread. */
 export interface RelayedCallStart {
@@ -46,6 +48,24 @@ export interface RelayedCallDone {
   body: Uint8Array;
   /** The tenant the main thread authenticated ('' for none). */
   tenant: string;
+  /** The error code of Sluice's own error answer (a wrong key: `invalid_api_key`), or null. */
+  errorCode: string | null;
+}
+
+/**
+ * The answer to a call when the main thread has no batch API to answer it with (it is shutting
+ * down): 503, as a request that arrives while Sluice drains.
+ */
+export function unavailableCall(id: number): RelayedCallDone {
+  return {
+    t: 'endpoint-done',
+    id,
+    status: Errors.draining.status,
+    headers: ['content-type', 'application/json'],
+    body: Buffer.from(errorBody(Errors.draining, 'the batch API is not running in this process now')),
+    tenant: '',
+    errorCode: Errors.draining.code,
+  };
 }
 
 /** `b` as a message may carry it (see batch-relay.ts): its bytes, not its whole ArrayBuffer. */
@@ -119,7 +139,12 @@ export class EndpointRelayClient implements LocalEndpoints {
     this.waiting.delete(m.id);
     const s = call.session;
     s.local = null;
-    if (m.tenant !== '') s.tenant = m.tenant;
+    // The request is counted here, under the tenant and error code the main thread found.
+    if (m.tenant !== '') {
+      s.tenant = m.tenant;
+      s.tenantInfo = s.plan.tenants.table?.get(m.tenant) ?? null;
+    }
+    s.rec.errorCode = m.errorCode;
     s.respond(m.status, m.headers, Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength));
   }
 
@@ -237,6 +262,7 @@ export class RelayedCall implements Downstream, SessionHost {
       headers: [...this.headers],
       body: exact(body),
       tenant: s.tenant,
+      errorCode: s.rec.errorCode,
     });
   }
 }

@@ -72,6 +72,7 @@ import {
 } from './batch-relay.js';
 import {
   RelayedCall,
+  unavailableCall,
   type EndpointRelayClient,
   type RelayedCallDone,
   type RelayedCallStart,
@@ -269,7 +270,7 @@ export class Sluice {
     const api = this.batch?.api;
     const server = this.server;
     if (api === undefined || server === null) {
-      reply({ t: 'endpoint-done', id: m.id, status: 503, headers: [], body: new Uint8Array(0), tenant: '' });
+      reply(unavailableCall(m.id));
       return;
     }
     const key = relayedCallKey(index, m.id);
@@ -376,7 +377,7 @@ export class Sluice {
           {
             batchItem: (_index, m, reply) => this.acceptBatchItem(m, reply),
             endpointCall: (index, m, reply) => this.acceptEndpointCall(index, m, reply),
-            endpointAbort: (index, id) => this.relayedCalls.get(relayedCallKey(index, id))?.abort(),
+            endpointAbort: (index, id) => this.abortRelayedCall(relayedCallKey(index, id)),
           },
           (index, ledger) => this.workerDied(index, ledger),
         );
@@ -874,7 +875,24 @@ export class Sluice {
    * node, concurrency and admission slots, connections) is taken back, and its last reported gauges
    * no longer count; its replacement reports afresh.
    */
+  /** Batch API requests worker threads passed on that the main thread is answering now. */
+  get relayedCallCount(): number {
+    return this.relayedCalls.size;
+  }
+
+  /** A worker's client left during a batch API request it passed on: the work stops. */
+  private abortRelayedCall(key: number): void {
+    const call = this.relayedCalls.get(key);
+    if (call === undefined) return;
+    this.relayedCalls.delete(key);
+    call.abort();
+  }
+
   private workerDied(index: number, ledger: Int32Array): void {
+    // Its clients went with it: the batch API requests it passed on stop (the thread that replaces
+    // it numbers its calls from 1 again).
+    for (const key of [...this.relayedCalls.keys()])
+      if (Math.floor(key / RELAYED_CALLS_PER_THREAD) === index) this.abortRelayedCall(key);
     const n = this.shared.release(ledger);
     this.stats.remote.delete(index);
     this.log.warn(`worker ${index}: released the ${n} shared counts it held`);
@@ -1067,8 +1085,11 @@ export class Sluice {
 
 /** A worker's relayed call by its thread and number (at most 64 threads, numbers below 2^30). */
 function relayedCallKey(index: number, id: number): number {
-  return index * 0x4000_0000 + id;
+  return index * RELAYED_CALLS_PER_THREAD + id;
 }
+
+/** Numbers a worker gives its relayed calls before it starts again from 1 (endpoint-relay.ts). */
+const RELAYED_CALLS_PER_THREAD = 0x4000_0000;
 
 /** How often a worker thread reports its metrics to the main thread, ms (reads also ask at once). */
 const WORKER_REPORT_MS = 1000;

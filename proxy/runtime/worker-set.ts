@@ -13,7 +13,12 @@ import type { StatsDelta } from '../metrics/stats-delta.js';
 import type { OutcomeBatch } from './health-mirror.js';
 import type { SluiceConfig } from '../../config/types.js';
 import type { RelayedItem, RelayedResult } from './batch-relay.js';
-import type { RelayedCallAbort, RelayedCallDone, RelayedCallStart } from './endpoint-relay.js';
+import {
+  unavailableCall,
+  type RelayedCallAbort,
+  type RelayedCallDone,
+  type RelayedCallStart,
+} from './endpoint-relay.js';
 
 /** What a worker starts from (its `workerData`). */
 export interface WorkerBoot {
@@ -74,8 +79,7 @@ export interface MainThreadWork {
 const NO_MAIN_THREAD_WORK: MainThreadWork = {
   batchItem: (_index, m, reply) =>
     reply({ t: 'batch-done', id: m.id, status: 0, body: new Uint8Array(0), attempts: 0, waitMs: 0, size: 0 }),
-  endpointCall: (_index, m, reply) =>
-    reply({ t: 'endpoint-done', id: m.id, status: 503, headers: [], body: new Uint8Array(0), tenant: '' }),
+  endpointCall: (_index, m, reply) => reply(unavailableCall(m.id)),
   endpointAbort: () => undefined,
 };
 

@@ -435,7 +435,6 @@ void describe('server.workers', () => {
     assert.deepEqual(placesOf(errors), [
       ...(ownEngine ? ['2:60 listeners[0].pipelining'] : []),
       '5:44 pools[0].admission.reserve_per_node',
-      '5:65 pools[0].admission.adaptive',
     ]);
     const byPath = new Map(errors.map((e) => [e.path, e.message]));
     if (ownEngine)
@@ -444,9 +443,11 @@ void describe('server.workers', () => {
         /^listener "public" on Sluice's own HTTP\/1\.1 engine .* needs Node 22\.12 or later on Linux, this is [\d.]+ on \w+\) is not shared across worker threads yet, so server\.workers 2 cannot serve it; set pipelining to 0/,
       );
     assert.equal(
-      byPath.get('pools[0].admission.adaptive'),
-      'the adaptive admission limit (its latency samples) is not shared across worker threads yet, so server.workers 2 cannot serve it; use the static max_in_flight_per_node, whose counts are shared, or set server.workers to 1 (or auto)',
+      byPath.get('pools[0].admission.reserve_per_node'),
+      'reserve_per_node (its per-tenant counts) is not shared across worker threads yet, so server.workers 2 cannot serve it; set reserve_per_node to 0, or set server.workers to 1 (or auto)',
     );
+    // The adaptive limit is shared (its state in the threads' table): not refused.
+    assert.equal(byPath.get('pools[0].admission.adaptive'), undefined);
     // Micro-batching is shared (the main thread batches every thread's items): not refused.
     assert.equal(byPath.get('routes[0].batching'), undefined);
   });

@@ -152,6 +152,50 @@ describe('the sticky store', () => {
     assert.equal(embed.get(1), 0, "another route's session is not this route's");
   });
 
+  it("never leaves one key with another key's tag when threads write the same set at once", async () => {
+    // One set of eight entries, two threads each storing 100,000 keys of their own in it (the tag
+    // of key k is k + 7), reading their keys back as they go; then every entry is checked.
+    const store = new StickyStore({ sets: 1, shared: true });
+    const code = `
+      const { workerData, parentPort } = require('node:worker_threads');
+      import(workerData.module).then(({ StickyStore }) => {
+        const store = new StickyStore({ sets: 1, buffer: workerData.buffer });
+        let wrong = 0;
+        for (let i = 1; i <= 100000; i++) {
+          const k = workerData.first + i * 2;
+          store.set(k, k + 7);
+          const back = store.get(workerData.first + (i >> 1) * 2);
+          if (back !== 0 && back !== workerData.first + (i >> 1) * 2 + 7) wrong++;
+        }
+        parentPort.postMessage(wrong);
+      });`;
+    const module = new URL('../../proxy/route/sticky-table.js', import.meta.url).href;
+    const workers = [1, 2].map(
+      (first) => new Worker(code, { eval: true, workerData: { buffer: store.buffer, module, first } }),
+    );
+    try {
+      const wrong = await Promise.all(
+        workers.map(
+          (w) =>
+            new Promise<number>((resolve, reject) => {
+              w.once('message', resolve);
+              w.once('error', reject);
+            }),
+        ),
+      );
+      assert.deepEqual(wrong, [0, 0], "reads that got another key's tag");
+      const words = new Int32Array(store.buffer);
+      for (let at = 4; at < words.length; at += 3)
+        assert.equal(
+          words[at + 1],
+          words[at]! + 7,
+          `entry ${(at - 4) / 3}: key ${words[at]}, tag ${words[at + 1]}`,
+        );
+    } finally {
+      await Promise.all(workers.map((w) => w.terminate()));
+    }
+  });
+
   it('is one store for the threads that map its shared buffer', async () => {
     const store = new StickyStore({ shared: true });
     const table = new StickyTable(store, 'chat');

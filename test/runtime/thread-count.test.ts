@@ -125,27 +125,29 @@ describe('resolving server.workers', { timeout: 10_000 }, () => {
   });
 
   it('keeps auto at one thread, naming why, while the config holds a per-thread feature', () => {
-    const adaptive = configOf(
+    const reserve = configOf(
       yamlLines(
         'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
-        'pools: [{name: gpu, admission: {max_in_flight_per_node: 8, adaptive: {}}, nodes: [{url: "http://127.0.0.1:9100"}]}]',
+        'pools: [{name: gpu, admission: {max_in_flight_per_node: 8, reserve_per_node: 1}, nodes: [{url: "http://127.0.0.1:9100"}]}]',
         'routes: [{name: emb, match: {path: /v1/embeddings}, pool: gpu}]',
       ),
     );
-    const r = resolveThreads(adaptive, 8, 'linux');
+    const r = resolveThreads(reserve, 8, 'linux');
     assert.equal(r.threads, 1);
     assert.equal(
       r.reason,
-      'server.workers auto: 1 thread of 8 cores, since the config holds what worker threads cannot share yet: the adaptive admission limit (its latency samples)',
+      'server.workers auto: 1 thread of 8 cores, since the config holds what worker threads cannot share yet: reserve_per_node (its per-tenant counts)',
     );
-    // Micro-batching and sticky sessions are shared: they do not keep auto at one thread.
+    // Micro-batching, sticky sessions, the batch API and the adaptive limit are shared: they do
+    // not keep auto at one thread.
     const shared = configOf(
       yamlLines(
         'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
-        'pools: [{name: gpu, nodes: [{url: "http://127.0.0.1:9100"}]}, {name: canary, nodes: [{url: "http://127.0.0.1:9101"}]}]',
+        'pools: [{name: gpu, admission: {adaptive: {}}, nodes: [{url: "http://127.0.0.1:9100"}]}, {name: canary, nodes: [{url: "http://127.0.0.1:9101"}]}]',
         'routes:',
         '  - {name: emb, match: {path: /v1/embeddings}, pool: gpu, batching: {mode: fanout}}',
         '  - {name: chat, split: [{pool: gpu, weight: 9}, {pool: canary, weight: 1}], sticky_header: x-session-id}',
+        'batch_api: {}',
       ),
     );
     assert.deepEqual(resolveThreads(shared, 8, 'linux'), {
@@ -223,11 +225,11 @@ describe('server.workers auto on two cores', { timeout: 60_000 }, () => {
   });
 
   it('refuses a reload that adds what the threads cannot share, and keeps serving the old config', async () => {
-    const withAdaptive = basicConfig([node!.url]).replace(
+    const withReserve = basicConfig([node!.url]).replace(
       '  - name: gpu\n',
-      '  - name: gpu\n    admission: {max_in_flight_per_node: 8, adaptive: {}}\n',
+      '  - name: gpu\n    admission: {max_in_flight_per_node: 8, reserve_per_node: 1}\n',
     );
-    await writeFile(t!.configPath, withAdaptive);
+    await writeFile(t!.configPath, withReserve);
     const r = await fetch(`${t!.adminUrl}/admin/reload`, { method: 'POST' });
     const body = (await r.json()) as { result: string; errors: string[] };
     assert.equal(body.result, 'rejected');
@@ -235,7 +237,7 @@ describe('server.workers auto on two cores', { timeout: 60_000 }, () => {
     assert.equal(body.errors.length, 1);
     assert.match(
       body.errors[0]!,
-      /pools\[0\]\.admission\.adaptive: the adaptive admission limit \(its latency samples\) is not shared across worker threads yet, and this process serves with 2 threads \(server\.workers auto: 2 cores\); restart Sluice to serve it on one thread, or use the static max_in_flight_per_node, whose counts are shared$/,
+      /pools\[0\]\.admission\.reserve_per_node: reserve_per_node \(its per-tenant counts\) is not shared across worker threads yet, and this process serves with 2 threads \(server\.workers auto: 2 cores\); restart Sluice to serve it on one thread, or set reserve_per_node to 0$/,
     );
     const res = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
     assert.equal(res.status, 200);

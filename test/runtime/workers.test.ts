@@ -1295,10 +1295,58 @@ batch_api:
     const t0 = performance.now();
     for (const r of reqs) r.destroy();
     await waitFor(
-      () => items0.inFlight === 0 && (t!.sluice.workers?.count ?? 0) === 1,
+      () => items0.inFlight === 0 && t!.sluice.relayedCallCount === 0,
       4000,
-      'every item to stop',
+      'every item to stop, and the main thread to let go of the calls passed on',
     );
     assert.ok(performance.now() - t0 < 4000, 'items stopped before their 5 s stall ended');
+  });
+});
+
+describe('server.workers: 2 with an adaptive admission limit', { timeout: 60_000 }, () => {
+  let node: CountingNode | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    node = await countingNode(0, true);
+    t = await startTestSluice(
+      basicConfig([node.url], WORKERS, {
+        pool: '    admission: { max_in_flight_per_node: 16, max_queue: 100, adaptive: { max_limit: 3 } }',
+      }),
+    );
+  });
+  after(async () => {
+    node?.release();
+    await t?.close();
+    await node?.close();
+  });
+
+  it('holds the node to the one limit over both threads, then serves the queue', async () => {
+    assert.notEqual(t!.sluice.workers, null, 'a worker thread runs');
+    const statuses: number[] = [];
+    const pending = Array.from({ length: 12 }, () =>
+      post(t!.url).then((r) => {
+        statuses.push(r.status);
+        return r;
+      }),
+    );
+    await waitFor(
+      async () =>
+        node!.seen.now === 3 && sample(await metrics(t!), 'sluice_admission_queued{pool="gpu"}') === 9,
+      10_000,
+      '3 at the node and 9 queued',
+    );
+    while (statuses.length < 12) {
+      node!.release();
+      await new Promise((r) => setTimeout(r, 50));
+      assert.ok(node!.seen.peak <= 3, `at most 3 at the node (${node!.seen.peak})`);
+    }
+    await Promise.all(pending);
+    assert.deepEqual(statuses, Array<number>(12).fill(200));
+    assert.equal(node!.seen.peak, 3);
+    const text = await metrics(t!);
+    const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.ok(main > 0 && worker > 0, `both threads took requests (${main} and ${worker})`);
   });
 });
