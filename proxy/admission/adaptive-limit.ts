@@ -42,7 +42,7 @@ export interface SharedAdaptiveState {
   readonly estimate: number;
   readonly short: number;
   readonly min: number;
-  /** True when this thread made the cells (they hold zeros: the limit starts them). */
+  /** True when the limit is to start the cells afresh (this thread made them, or it is the main thread). */
   readonly fresh: boolean;
   lock(): void;
   unlock(): void;
@@ -105,6 +105,11 @@ export class AdaptiveLimit {
       this.f[this.iEstimate] = initial;
       this.f[this.iShort] = 0;
       this.f[this.iMin] = Infinity;
+      this.unlock();
+    } else {
+      // Joined: within this limit's bounds whatever the thread that started it had.
+      this.lock();
+      this.f[this.iEstimate] = clamp(this.f[this.iEstimate]!, this.minLimit, this.maxLimit);
       this.unlock();
     }
   }

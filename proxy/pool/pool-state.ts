@@ -178,7 +178,10 @@ export class PoolState {
 
 /**
  * The cells of pool `pool`'s adaptive limit of settings `settings` in the threads' shared table:
- * three Float64s over two records, changed under the table's lock.
+ * three Float64s over two records, changed under the table's lock. The main thread, which builds
+ * each plan before the workers do, starts the limit afresh (`fresh`) whenever it makes one: a
+ * record is never freed, so settings that come back (A, B, then A again, or a pool removed and
+ * added) would otherwise find the state they left, learned on another fleet.
  */
 export function sharedAdaptiveState(table: SharedTable, pool: string, settings: string): SharedAdaptiveState {
   const a = table.record('adaptive', `${pool}\n${settings}`);
@@ -188,7 +191,8 @@ export function sharedAdaptiveState(table: SharedTable, pool: string, settings: 
     estimate: a.float,
     short: a.float + 1,
     min: b.float,
-    fresh: a.fresh,
+    // The main thread has no ledger (shared-table.ts); a worker joins the state it made.
+    fresh: a.fresh || table.ledger === null,
     lock: () => table.lock(),
     unlock: () => table.unlock(),
   };

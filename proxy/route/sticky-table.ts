@@ -100,26 +100,33 @@ export class StickyStore {
   /**
    * Stores `tag` for `key`, in its entry or in place of its set's least recently used one. The
    * entry is claimed with compare-and-swap, so two threads never write one entry at once (one
-   * would leave the other's key with its own tag); the loser picks again. When every entry of the
-   * set is being written by others the key is not stored (the weights place the session).
+   * would leave the other's key with its own tag); the loser picks again. While an entry of the set
+   * is being written (it may be this key's) the set is looked at again; after 16 looks the key is
+   * not stored (the weights place the session).
    */
   set(key: number, tag: number): void {
     const w = this.words;
     const base = HEADER + (key & this.mask) * WAYS * WORDS;
     const now = Atomics.add(w, 0, 1);
-    for (let round = 0; round < WAYS; round++) {
+    for (let round = 0; round < 2 * WAYS; round++) {
       let victim = -1;
       let seen = 0;
       let oldest = -1;
+      let claimed = false;
+      let found = false;
       for (let i = 0; i < WAYS; i++) {
         const at = base + i * WORDS;
         const k = Atomics.load(w, at);
         if (k === key) {
           victim = at;
           seen = k;
+          found = true;
           break;
         }
-        if (k === CLAIMED) continue;
+        if (k === CLAIMED) {
+          claimed = true;
+          continue;
+        }
         // Ages count from the use counter, which may wrap: the difference is right below 2^31.
         const age = k === 0 ? 0x7fff_ffff : (now - Atomics.load(w, at + 2)) | 0;
         if (age > oldest) {
@@ -128,6 +135,9 @@ export class StickyStore {
           seen = k;
         }
       }
+      // An entry being written may be this key's (another thread storing the same session): look
+      // again once it is written rather than store the key twice in the set.
+      if (!found && claimed) continue;
       if (victim < 0) return;
       if (Atomics.compareExchange(w, victim, seen, CLAIMED) !== seen) continue;
       Atomics.store(w, victim + 1, tag);

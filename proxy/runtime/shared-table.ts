@@ -63,6 +63,8 @@ export class SharedTable {
    * the main thread (when it dies, the process does).
    */
   readonly ledger: Int32Array | null;
+  /** What this thread writes in the lock word while it holds the lock: its thread index + 1. */
+  private readonly lockValue: number;
 
   /**
    * A table of `slots` entries (a power of two) in a new buffer: shared when `shared`, for worker
@@ -75,8 +77,11 @@ export class SharedTable {
       shared?: boolean;
       buffer?: SharedArrayBuffer;
       ledger?: SharedArrayBuffer;
+      /** The thread's index (0: the main thread), written in the lock word while it holds it. */
+      thread?: number;
     } = {},
   ) {
+    this.lockValue = (options.thread ?? 0) + 1;
     const slots = options.slots ?? DEFAULT_SHARED_SLOTS;
     if (slots <= 0 || (slots & (slots - 1)) !== 0)
       throw new Error(`shared table slots must be a power of two, not ${slots}`);
@@ -178,7 +183,17 @@ export class SharedTable {
   lock(): void {
     // HOT
     const h = this.header;
-    while (Atomics.compareExchange(h, 0, 0, 1) !== 0);
+    const v = this.lockValue;
+    while (Atomics.compareExchange(h, 0, 0, v) !== 0);
+  }
+
+  /**
+   * Frees the lock if the thread `thread` held it when it died (ended between `lock` and `unlock`:
+   * out of memory, say), which would otherwise leave every other thread spinning for ever.
+   * Returns true when it did.
+   */
+  releaseLockOf(thread: number): boolean {
+    return Atomics.compareExchange(this.header, 0, thread + 1, 0) === thread + 1;
   }
 
   unlock(): void {

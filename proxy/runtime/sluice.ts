@@ -870,11 +870,6 @@ export class Sluice {
     );
   }
 
-  /**
-   * A worker thread died (not stopped): what it held of the shared counts (requests in flight per
-   * node, concurrency and admission slots, connections) is taken back, and its last reported gauges
-   * no longer count; its replacement reports afresh.
-   */
   /** Batch API requests worker threads passed on that the main thread is answering now. */
   get relayedCallCount(): number {
     return this.relayedCalls.size;
@@ -888,11 +883,20 @@ export class Sluice {
     call.abort();
   }
 
+  /**
+   * A worker thread died (not stopped): what it held of the shared counts (requests in flight per
+   * node, concurrency and admission slots, connections) is taken back, the shared table's lock if
+   * it held it is freed, its relayed batch API calls stop, and its last reported gauges no longer
+   * count; its replacement reports afresh.
+   */
   private workerDied(index: number, ledger: Int32Array): void {
     // Its clients went with it: the batch API requests it passed on stop (the thread that replaces
     // it numbers its calls from 1 again).
     for (const key of [...this.relayedCalls.keys()])
       if (Math.floor(key / RELAYED_CALLS_PER_THREAD) === index) this.abortRelayedCall(key);
+    // A lock it held when it died would stop every thread at their next take of it.
+    if (this.shared.releaseLockOf(index))
+      this.log.error(`worker ${index}: died holding the shared table's lock; freed`);
     const n = this.shared.release(ledger);
     this.stats.remote.delete(index);
     this.log.warn(`worker ${index}: released the ${n} shared counts it held`);

@@ -41,7 +41,12 @@ async function run(): Promise<void> {
   const sluice = new Sluice(
     boot.configPath,
     log,
-    new SharedTable({ buffer: boot.shared, slots: boot.sharedSlots, ledger: boot.ledger }),
+    new SharedTable({
+      buffer: boot.shared,
+      slots: boot.sharedSlots,
+      ledger: boot.ledger,
+      thread: boot.index,
+    }),
     boot.sticky,
   );
   try {

@@ -107,3 +107,19 @@ describe('the adaptive limit across threads', () => {
     }
   });
 });
+
+describe('the adaptive limit across reloads', () => {
+  it('starts afresh when the main thread makes a limit of settings that were used before', () => {
+    const table = new SharedTable({ shared: true, slots: 64 });
+    const clock = new ManualClock();
+    const first = threadController(table, clock);
+    run(first, clock, 20, 30);
+    run(first, clock, 200, 40);
+    assert.ok(first.limit < 20, `fell to ${first.limit}`);
+    // The same settings again (a reload to other settings and back): the main thread (no ledger)
+    // starts the limit at its maximum, not at what the earlier fleet taught it.
+    const again = threadController(table, clock);
+    assert.equal(again.limit, 40);
+    assert.equal(first.limit, 40, 'one state: the old controller reads it too');
+  });
+});

@@ -205,3 +205,35 @@ describe('limits in the shared table', () => {
     assert.equal(table.record('conc', 'c').cells[table.record('conc', 'c').cell], 30_000);
   });
 });
+
+describe("the shared table's lock", () => {
+  it('is freed for the others when the thread that held it died, and only then', async () => {
+    const table = new SharedTable({ shared: true, slots: 16 });
+    // A real worker thread (index 3) takes the lock and ends without giving it back.
+    const code = `
+      const { workerData, parentPort } = require('node:worker_threads');
+      import(workerData.module).then(({ SharedTable }) => {
+        const t = new SharedTable({ buffer: workerData.buffer, slots: 16, thread: 3 });
+        t.lock();
+        parentPort.postMessage('locked');
+      });`;
+    const worker = new Worker(code, {
+      eval: true,
+      workerData: {
+        buffer: table.buffer,
+        module: new URL('../../proxy/runtime/shared-table.js', import.meta.url).href,
+      },
+    });
+    await new Promise<void>((resolve, reject) => {
+      worker.once('message', () => resolve());
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    assert.equal(table.releaseLockOf(2), false, 'another thread index does not free it');
+    assert.equal(table.releaseLockOf(0), false);
+    assert.equal(table.releaseLockOf(3), true, "the dead thread's lock is freed");
+    table.lock();
+    assert.equal(table.releaseLockOf(3), false, "the main thread's own lock is not the dead thread's");
+    table.unlock();
+  });
+});
