@@ -581,15 +581,6 @@ export function perThreadFeatures(data: Json, reusePort: boolean = netReusePort(
         instead: 'set server.workers to a number of threads to run it on threads all the same',
         learnsPerThread: true,
       });
-    const a = p['admission'];
-    if (!isRecord(a)) continue;
-    const reserve = a['reserve_per_node'];
-    if (typeof reserve === 'number' && reserve > 0)
-      out.push({
-        path: ['pools', i, 'admission', 'reserve_per_node'],
-        what: 'reserve_per_node (its per-tenant counts)',
-        instead: 'set reserve_per_node to 0',
-      });
   }
   const store = data['plugin_store'];
   const plugins = entries(data['plugins']);

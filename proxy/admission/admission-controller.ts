@@ -69,8 +69,8 @@ export interface AdmissionOptions {
    * cells hold the requests in flight, the requests queued and a wake-up generation of every
    * thread's controller of the pool. The limit and `maxQueue` then count every thread; each thread
    * queues its own requests and is woken when another frees a slot. With `adaptive`, give
-   * `sharedAdaptive` too; not with `reservePerNode` (the config refuses it with workers). Absent:
-   * this thread alone.
+   * `sharedAdaptive` too; not with `reservePerNode` (the main thread's controller of such a pool
+   * decides for every thread: runtime/admission-relay.ts). Absent: this thread alone.
    */
   shared?: { cells: Int32Array; cell: number; ledger?: Int32Array | null } | null;
   /**

@@ -13,6 +13,7 @@ import type { SharedTable } from '../runtime/shared-table.js';
 import type { HealthRelay } from './health-wiring.js';
 import type { Logger } from '../runtime/logger.js';
 import { PoolState } from '../pool/pool-state.js';
+import type { AdmissionRelayClient } from '../runtime/admission-relay.js';
 import { StickyStore, StickyTable } from '../route/sticky-table.js';
 
 export class RuntimeState {
@@ -30,6 +31,8 @@ export class RuntimeState {
   limiter: RateLimiter | null = null;
   /** In a worker thread: where its pools' attempt outcomes go (the main thread judges health). */
   healthRelay: HealthRelay | null = null;
+  /** In a worker thread: where its pools with a reserve offer their requests (admission-relay.ts). */
+  admissionRelay: AdmissionRelayClient | null = null;
 
   /**
    * `shared`: the worker threads' table, or null with one thread. `sticky`: a worker's view of the
@@ -85,7 +88,7 @@ export class RuntimeState {
   poolState(config: PoolConfig): PoolState {
     let s = this.pools.get(config.name);
     if (s === undefined) {
-      s = new PoolState(config, this.shared);
+      s = new PoolState(config, this.shared, this.admissionRelay);
       this.pools.set(config.name, s);
     } else {
       s.configure(config);

@@ -6,6 +6,7 @@
 import type { PoolConfig } from '../../config/types.js';
 import { AdmissionController } from '../admission/admission-controller.js';
 import type { SharedAdaptiveState } from '../admission/adaptive-limit.js';
+import { RemoteAdmission, type AdmissionRelayClient } from '../runtime/admission-relay.js';
 import type { PoolHealth } from '../health/pool-health.js';
 import { TokenBudget } from './token-budget.js';
 import { TtfbWindow } from './ttfb-window.js';
@@ -51,10 +52,20 @@ export class PoolState {
 
   /** The worker threads' shared table (admission counts), or null with one thread. */
   private readonly shared: SharedTable | null;
+  /**
+   * In a worker thread: where a pool with `reserve_per_node` offers its requests (the main thread's
+   * controller decides for every thread: runtime/admission-relay.ts); null elsewhere.
+   */
+  private readonly relay: AdmissionRelayClient | null;
 
-  constructor(config: PoolConfig, shared: SharedTable | null = null) {
+  constructor(
+    config: PoolConfig,
+    shared: SharedTable | null = null,
+    relay: AdmissionRelayClient | null = null,
+  ) {
     this.name = config.name;
     this.shared = shared;
+    this.relay = relay;
     this.retryBudget = new TokenBudget(config.retry_budget.percent, config.retry_budget.min_per_second);
     this.configure(config);
   }
@@ -112,7 +123,9 @@ export class PoolState {
     };
     // Queue bounds and capacity change in place; only a change of the adaptive limit's settings
     // needs a new controller (the old one keeps serving the requests it admitted or queued).
-    const key = JSON.stringify(a.adaptive ?? null);
+    // A reserve is decided by one controller, the main thread's (admission-relay.ts).
+    const reserve = a.reserve_per_node > 0;
+    const key = JSON.stringify([a.adaptive ?? null, reserve]);
     if (this.admission !== null && key === this.admissionKey) {
       this.admission.setQueueLimits(a.max_queue, a.max_wait_ms);
       this.admission.setCapacity(
@@ -124,15 +137,20 @@ export class PoolState {
       return;
     }
     this.admissionKey = key;
+    if (reserve && this.relay !== null) {
+      this.admission = new RemoteAdmission(this.relay, config.name);
+      return;
+    }
+    // With worker threads, the main thread's controller of a pool with a reserve decides for
+    // every thread by itself (its counts are all the pool's).
+    const shared = reserve ? null : this.shared;
     const ad = a.adaptive;
     this.admission = new AdmissionController({
       // With worker threads the pool's counts are shared, and so is an adaptive limit's state (a
-      // new one for new settings; the config allows no reserve there).
-      shared: this.shared === null ? null : this.shared.record('admission', config.name),
+      // new one for new settings), except in a pool with a reserve (see below).
+      shared: shared === null ? null : shared.record('admission', config.name),
       sharedAdaptive:
-        this.shared === null || a.adaptive === undefined
-          ? null
-          : sharedAdaptiveState(this.shared, config.name, key),
+        shared === null || a.adaptive === undefined ? null : sharedAdaptiveState(shared, config.name, key),
       maxInFlightPerNode: a.max_in_flight_per_node,
       nodes: config.nodes.length,
       maxQueue: a.max_queue,

@@ -70,6 +70,7 @@ import {
   type RelayedItem,
   type RelayedResult,
 } from './batch-relay.js';
+import { RemoteAdmissions } from './admission-relay.js';
 import {
   RelayedCall,
   unavailableCall,
@@ -215,6 +216,8 @@ export class Sluice {
   endpointRelay: EndpointRelayClient | null = null;
   /** In the main thread: the batch API requests workers passed on, being answered. */
   private readonly relayedCalls = new Map<number, RelayedCall>();
+  /** In the main thread: workers' requests to pools with a reserve, in its controllers. */
+  readonly remoteAdmissions = new RemoteAdmissions();
   /** How many threads serve the listeners, and why (fixed at start). */
   threadCount: ThreadCount = { threads: 1, reason: 'server.workers 1' };
   /** In a worker thread: what its metric reports already counted (stats-delta.ts). */
@@ -378,6 +381,9 @@ export class Sluice {
             batchItem: (_index, m, reply) => this.acceptBatchItem(m, reply),
             endpointCall: (index, m, reply) => this.acceptEndpointCall(index, m, reply),
             endpointAbort: (index, id) => this.abortRelayedCall(relayedCallKey(index, id)),
+            admissionOffer: (index, m, reply) =>
+              this.remoteAdmissions.offer(index, m, this.runtime.pools.get(m.pool)?.admission ?? null, reply),
+            admissionEnd: (index, m) => this.remoteAdmissions.end(index, m.id, m.latencyMs),
           },
           (index, ledger) => this.workerDied(index, ledger),
         );
@@ -897,6 +903,8 @@ export class Sluice {
     // A lock it held when it died would stop every thread at their next take of it.
     if (this.shared.releaseLockOf(index))
       this.log.error(`worker ${index}: died holding the shared table's lock; freed`);
+    const held = this.remoteAdmissions.workerDied(index);
+    if (held > 0) this.log.warn(`worker ${index}: released the ${held} admission slots and places it held`);
     const n = this.shared.release(ledger);
     this.stats.remote.delete(index);
     this.log.warn(`worker ${index}: released the ${n} shared counts it held`);

@@ -13,6 +13,7 @@ import { HEALTH_MIRROR_MS } from './health-mirror.js';
 import type { FromWorker, ToWorker, WorkerBoot } from './worker-set.js';
 import { BatchRelayClient } from './batch-relay.js';
 import { EndpointRelayClient } from './endpoint-relay.js';
+import { AdmissionRelayClient } from './admission-relay.js';
 import { batchApiOwns } from '../batch-api/batch-api.js';
 
 const boot = workerData as WorkerBoot;
@@ -21,6 +22,7 @@ const post = (m: FromWorker): void => port.postMessage(m);
 const relay = new BatchRelayClient(post);
 // The batch API's requests are answered by the main thread, which runs its stores and job worker.
 const endpoints = boot.config.batch_api === undefined ? null : new EndpointRelayClient(post, batchApiOwns);
+const admissions = new AdmissionRelayClient(post);
 
 const min = LogLevel[levelFromEnv('info')];
 const log: Logger = {
@@ -56,6 +58,8 @@ async function run(): Promise<void> {
     // Batching routes' items are batched by the main thread (batch-relay.ts).
     sluice.batchRelay = relay;
     sluice.endpointRelay = endpoints;
+    // Pools with a reserve are admitted by the main thread's controller (admission-relay.ts).
+    sluice.runtime.admissionRelay = admissions;
     await sluice.startWorker(boot.config, boot.digest, loaded.plugins, boot.ports);
   } catch (e) {
     post({ t: 'failed', message: (e as Error).message });
@@ -100,6 +104,10 @@ async function run(): Promise<void> {
         return;
       case 'endpoint-done':
         endpoints?.done(m);
+        return;
+      case 'adm-admitted':
+      case 'adm-rejected':
+        admissions.answered(m);
         return;
       case 'reload':
         replyWith(m.id, sluice.applyWorkerConfig(m.config, m.digest));

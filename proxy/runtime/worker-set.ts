@@ -13,6 +13,7 @@ import type { StatsDelta } from '../metrics/stats-delta.js';
 import type { OutcomeBatch } from './health-mirror.js';
 import type { SluiceConfig } from '../../config/types.js';
 import type { RelayedItem, RelayedResult } from './batch-relay.js';
+import type { AdmissionAnswer, AdmissionEnd, AdmissionOffer } from './admission-relay.js';
 import {
   unavailableCall,
   type RelayedCallAbort,
@@ -50,7 +51,8 @@ export type ToWorker =
   | { t: 'certificates'; id: number }
   | { t: 'stop-accepting'; id: number }
   | RelayedResult
-  | RelayedCallDone;
+  | RelayedCallDone
+  | AdmissionAnswer;
 
 /** Messages from a worker. */
 export type FromWorker =
@@ -63,7 +65,9 @@ export type FromWorker =
   | { t: 'access-log'; text: string }
   | RelayedItem
   | RelayedCallStart
-  | RelayedCallAbort;
+  | RelayedCallAbort
+  | AdmissionOffer
+  | AdmissionEnd;
 
 /** What the main thread does for the workers' requests that need its state. */
 export interface MainThreadWork {
@@ -73,6 +77,10 @@ export interface MainThreadWork {
   endpointCall(index: number, m: RelayedCallStart, reply: (r: RelayedCallDone) => void): void;
   /** The client of worker `index`'s call `id` left. */
   endpointAbort(index: number, id: number): void;
+  /** Offers worker `index`'s request to the main thread's admission of its pool (admission-relay.ts). */
+  admissionOffer(index: number, m: AdmissionOffer, reply: (a: AdmissionAnswer) => void): void;
+  /** Worker `index`'s request offered there ended. */
+  admissionEnd(index: number, m: AdmissionEnd): void;
 }
 
 /** Without a main thread's state: items are declined (sent alone), calls answered 503. */
@@ -81,6 +89,8 @@ const NO_MAIN_THREAD_WORK: MainThreadWork = {
     reply({ t: 'batch-done', id: m.id, status: 0, body: new Uint8Array(0), attempts: 0, waitMs: 0, size: 0 }),
   endpointCall: (_index, m, reply) => reply(unavailableCall(m.id)),
   endpointAbort: () => undefined,
+  admissionOffer: (_index, m, reply) => reply({ t: 'adm-admitted', id: m.id }),
+  admissionEnd: () => undefined,
 };
 
 /**
@@ -274,6 +284,14 @@ export class WorkerSet {
             return;
           case 'endpoint-abort':
             this.main.endpointAbort(index, m.id);
+            return;
+          case 'adm-offer':
+            this.main.admissionOffer(index, m, (r) => {
+              if (!thread.exited) worker.postMessage(r);
+            });
+            return;
+          case 'adm-end':
+            this.main.admissionEnd(index, m);
             return;
         }
       });

@@ -125,25 +125,12 @@ describe('resolving server.workers', { timeout: 10_000 }, () => {
   });
 
   it('keeps auto at one thread, naming why, while the config holds a per-thread feature', () => {
-    const reserve = configOf(
-      yamlLines(
-        'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
-        'pools: [{name: gpu, admission: {max_in_flight_per_node: 8, reserve_per_node: 1}, nodes: [{url: "http://127.0.0.1:9100"}]}]',
-        'routes: [{name: emb, match: {path: /v1/embeddings}, pool: gpu}]',
-      ),
-    );
-    const r = resolveThreads(reserve, 8, 'linux');
-    assert.equal(r.threads, 1);
-    assert.equal(
-      r.reason,
-      'server.workers auto: 1 thread of 8 cores, since the config holds what worker threads cannot share yet: reserve_per_node (its per-tenant counts)',
-    );
-    // Micro-batching, sticky sessions, the batch API and the adaptive limit are shared: they do
-    // not keep auto at one thread.
+    // Micro-batching, sticky sessions, the batch API, the adaptive limit and reserve_per_node are
+    // shared: they do not keep auto at one thread.
     const shared = configOf(
       yamlLines(
         'listeners: [{name: public, address: 127.0.0.1, port: 8080}]',
-        'pools: [{name: gpu, admission: {adaptive: {}}, nodes: [{url: "http://127.0.0.1:9100"}]}, {name: canary, nodes: [{url: "http://127.0.0.1:9101"}]}]',
+        'pools: [{name: gpu, admission: {adaptive: {}, reserve_per_node: 1}, nodes: [{url: "http://127.0.0.1:9100"}]}, {name: canary, nodes: [{url: "http://127.0.0.1:9101"}]}]',
         'routes:',
         '  - {name: emb, match: {path: /v1/embeddings}, pool: gpu, batching: {mode: fanout}}',
         '  - {name: chat, split: [{pool: gpu, weight: 9}, {pool: canary, weight: 1}], sticky_header: x-session-id}',
@@ -161,10 +148,11 @@ describe('resolving server.workers', { timeout: 10_000 }, () => {
         'routes: [{name: all, pool: gpu}]',
       ),
     );
-    assert.equal(resolveThreads(cacheAware, 8, 'linux').threads, 1);
+    const r = resolveThreads(cacheAware, 8, 'linux');
+    assert.equal(r.threads, 1);
     assert.match(
-      resolveThreads(cacheAware, 8, 'linux').reason,
-      /pool "gpu"'s cache-aware balancing \(its prefix index/,
+      r.reason,
+      /^server\.workers auto: 1 thread of 8 cores, since the config holds what worker threads cannot share yet: pool "gpu"'s cache-aware balancing \(its prefix index/,
     );
     const plugin = (store: string): string[] => [
       ...PLAIN,
@@ -227,7 +215,7 @@ describe('server.workers auto on two cores', { timeout: 60_000 }, () => {
   it('refuses a reload that adds what the threads cannot share, and keeps serving the old config', async () => {
     const withReserve = basicConfig([node!.url]).replace(
       '  - name: gpu\n',
-      '  - name: gpu\n    admission: {max_in_flight_per_node: 8, reserve_per_node: 1}\n',
+      '  - name: gpu\n    balance: {kind: cache-aware}\n',
     );
     await writeFile(t!.configPath, withReserve);
     const r = await fetch(`${t!.adminUrl}/admin/reload`, { method: 'POST' });
@@ -237,7 +225,7 @@ describe('server.workers auto on two cores', { timeout: 60_000 }, () => {
     assert.equal(body.errors.length, 1);
     assert.match(
       body.errors[0]!,
-      /pools\[0\]\.admission\.reserve_per_node: reserve_per_node \(its per-tenant counts\) is not shared across worker threads yet, and this process serves with 2 threads \(server\.workers auto: 2 cores\); restart Sluice to serve it on one thread, or set reserve_per_node to 0$/,
+      /pools\[0\]\.balance\.kind: pool "gpu"'s cache-aware balancing \(.*\) is not shared across worker threads yet, and this process serves with 2 threads \(server\.workers auto: 2 cores\); restart Sluice to serve it on one thread$/,
     );
     const res = await fetch(`${t!.url}/v1/chat/completions`, chatRequest());
     assert.equal(res.status, 200);

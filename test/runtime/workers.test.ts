@@ -1462,3 +1462,65 @@ describe('server.workers: 2 with micro-batching reloaded under load', { timeout:
     assert.ok((sample(text, 'sluice_batch_items_total{route="all"}') ?? 0) > 0, 'some were batched');
   });
 });
+
+describe('server.workers: 2 with reserve_per_node', { timeout: 60_000 }, () => {
+  let node: CountingNode | undefined;
+  let t: TestSluice | undefined;
+
+  before(async () => {
+    node = await countingNode(0, true);
+    const tenants = tenantsSection([
+      { name: 'heavy', key: 'sk-heavy-workers', limits: '{}' },
+      { name: 'light', key: 'sk-light-workers', limits: '{}' },
+    ]);
+    t = await startTestSluice(
+      basicConfig([node.url], `${WORKERS}${tenants}`, {
+        pool: '    admission: { max_in_flight_per_node: 4, reserve_per_node: 1, reserve_window_ms: 60000, max_queue: 100, max_wait_ms: 20000 }',
+      }),
+    );
+  });
+  after(async () => {
+    node?.release();
+    await t?.close();
+    await node?.close();
+  });
+
+  it("holds the reserve for the light tenant over both threads, as one thread's controller would", async () => {
+    assert.notEqual(t!.sluice.workers, null, 'a worker thread runs');
+    const queued = async (): Promise<number | undefined> =>
+      sample(await metrics(t!), 'sluice_admission_queued{pool="gpu"}');
+    // The light tenant is active with one request at the node.
+    const light = [post(t!.url, '/v1/chat/completions', 'sk-light-workers')];
+    await waitFor(() => node!.seen.now === 1, 10_000, "the light tenant's request at the node");
+    // Ten heavy requests over both threads: the heavy tenant may fill the pool up to the limit
+    // less the reserve (3 of 4), whichever thread took them; the rest wait in one queue.
+    const heavy = Array.from({ length: 10 }, () => post(t!.url, '/v1/chat/completions', 'sk-heavy-workers'));
+    await waitFor(
+      async () => node!.seen.now === 3 && (await queued()) === 8,
+      10_000,
+      '3 at the node, 8 queued',
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(node!.seen.now, 3, 'the reserved slot stays free');
+    // The light tenant's next request takes the reserved slot at once, ahead of the heavy queue.
+    light.push(post(t!.url, '/v1/chat/completions', 'sk-light-workers'));
+    await waitFor(() => node!.seen.now === 4, 10_000, "the light tenant's second request at the node");
+    assert.equal(await queued(), 8);
+    while ((await queued()) !== 0 || node!.seen.now > 0) {
+      node!.release();
+      await new Promise((r) => setTimeout(r, 30));
+      assert.ok(node!.seen.now <= 4, `at most 4 at the node (${node!.seen.now})`);
+    }
+    const replies = await Promise.all([...light, ...heavy]);
+    assert.deepEqual(
+      replies.map((r) => r.status),
+      Array<number>(12).fill(200),
+    );
+    assert.equal(node!.seen.peak, 4);
+    assert.equal(t!.sluice.remoteAdmissions.size, 0, "the workers' requests all ended in the main thread");
+    const text = await metrics(t!);
+    const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
+    const worker = sample(text, 'sluice_thread_requests_total{thread="1"}') ?? 0;
+    assert.ok(main > 0 && worker > 0, `both threads took requests (${main} and ${worker})`);
+  });
+});
