@@ -322,6 +322,26 @@ export class AdmissionController {
     else queueMicrotask(this.onWake);
   }
 
+  /**
+   * Worker threads' requests queued or holding a slot here (pools with a reserve, decided by the
+   * main thread: runtime/admission-relay.ts), counted by the relay; `close` waits for them.
+   */
+  private remoteHeld = 0;
+  private closeWhenIdle = false;
+
+  /** A worker thread's request entered this controller (the relay counts it). */
+  holdRemote(): void {
+    this.remoteHeld++;
+  }
+
+  /** A worker thread's request left this controller; a close that waited for it happens now. */
+  letGoRemote(): void {
+    if (--this.remoteHeld === 0 && this.closeWhenIdle) {
+      this.closeWhenIdle = false;
+      this.close();
+    }
+  }
+
   /** Requests allowed in flight now. */
   get limit(): number {
     if (this.adaptiveShared) this.effectiveLimit = this.computeLimit();
@@ -515,6 +535,12 @@ export class AdmissionController {
 
   /** Rejects everything queued and every later offer (`closed`). Admitted requests may still be released. */
   close(): void {
+    // Requests other threads hold or queue here (admission-relay.ts) keep the controller open, as a
+    // plan keeps a removed pool's controller for its own requests; it closes after the last.
+    if (this.remoteHeld > 0) {
+      this.closeWhenIdle = true;
+      return;
+    }
     this.closed = true;
     for (const e of [...this.queuedEntries.values()]) {
       this.unqueue(e);

@@ -123,9 +123,12 @@ export class PoolState {
     };
     // Queue bounds and capacity change in place; only a change of the adaptive limit's settings
     // needs a new controller (the old one keeps serving the requests it admitted or queued).
-    // A reserve is decided by one controller, the main thread's (admission-relay.ts).
+    // With threads, a reserve is decided by one controller, the main thread's (admission-relay.ts):
+    // turning it on or off changes which controller decides (a new one, as for new adaptive
+    // settings; the old one finishes what it holds). One thread changes it in place.
     const reserve = a.reserve_per_node > 0;
-    const key = JSON.stringify([a.adaptive ?? null, reserve]);
+    const threads = this.relay !== null || this.shared !== null;
+    const key = JSON.stringify([a.adaptive ?? null, threads && reserve]);
     if (this.admission !== null && key === this.admissionKey) {
       this.admission.setQueueLimits(a.max_queue, a.max_wait_ms);
       this.admission.setCapacity(

@@ -203,12 +203,15 @@ export class RemoteAdmissions {
     send: (a: AdmissionAnswer) => void,
   ): void {
     if (controller === null) {
+      // The main thread's config has no admission for the pool (a reload removed it, the worker
+      // has not applied that reload yet): as for a request of the new config, nothing to wait for.
       send({ t: 'adm-admitted', id: m.id });
       return;
     }
     const t = new RemoteTicket(this, m, controller, send);
     this.tickets.set(key(index, m.id), t);
     this.workerOf.set(t, index);
+    controller.holdRemote();
     const r = controller.offer(t);
     if (r === 'admitted') send({ t: 'adm-admitted', id: m.id });
     else if (r !== 'queued') {
@@ -225,11 +228,14 @@ export class RemoteAdmissions {
     endTicket(t, latencyMs);
   }
 
-  /** Worker `index` died: what its requests held or waited for is given back. */
+  /**
+   * Worker `index` died (or, with -1, every worker stopped): what its requests held or waited for
+   * is given back. Returns how many.
+   */
   workerDied(index: number): number {
     let n = 0;
     for (const [t, w] of [...this.workerOf]) {
-      if (w !== index) continue;
+      if (index >= 0 && w !== index) continue;
       this.forget(t);
       endTicket(t, -1);
       n++;
@@ -237,18 +243,24 @@ export class RemoteAdmissions {
     return n;
   }
 
+  /** Takes `t` out of the maps; its controller no longer waits for it to close (after `endTicket`). */
   forget(t: RemoteTicket): void {
     const w = this.workerOf.get(t);
     if (w === undefined) return;
     this.workerOf.delete(t);
     this.tickets.delete(key(w, t.id));
+    // After the end or rejection has run in the controller: a close it held back may run now.
+    queueMicrotask(() => t.controller!.letGoRemote());
   }
 }
 
-/** Frees `t`'s slot in its controller, or takes it out of the queue. */
+/**
+ * Frees `t`'s slot in its controller, or takes it out of the queue. A request that ended while its
+ * admission was on its way (`latencyMs` < 0) teaches the adaptive limit nothing (NaN: no sample).
+ */
 function endTicket(t: RemoteTicket, latencyMs: number): void {
   const c = t.controller!;
-  if (t.slotOwner === c) c.release(t, latencyMs >= 0 ? latencyMs : undefined);
+  if (t.slotOwner === c) c.release(t, latencyMs >= 0 ? latencyMs : NaN);
   else c.cancel(t);
 }
 

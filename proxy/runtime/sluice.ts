@@ -1066,6 +1066,9 @@ export class Sluice {
     this.workers = null;
     // Stopped, not terminated: a worker ends its own listeners before its thread ends.
     await workers?.stop(0);
+    // Whatever the stopped workers' requests still held in this thread's admission is theirs no
+    // more (a queued one would otherwise keep its controller's timer until it expired).
+    this.remoteAdmissions.workerDied(-1);
     if (this.healthTimer !== null) clearInterval(this.healthTimer);
     this.healthTimer = null;
     this.capacity?.close();
