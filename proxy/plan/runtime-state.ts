@@ -24,9 +24,9 @@ export class RuntimeState {
   readonly sticky = new Map<string, StickyTable>();
   /**
    * Every route's sticky sessions: in shared memory with worker threads (made by the main thread,
-   * mapped by the workers), else created on first use.
+   * mapped by the workers), else created on first use; null before any route had one.
    */
-  private stickyStore: StickyStore | null;
+  stickyStore: StickyStore | null;
   /** The process-wide rate limiter (its store and counters outlive reloads); null until needed. */
   limiter: RateLimiter | null = null;
   /** In a worker thread: where its pools' attempt outcomes go (the main thread judges health). */
@@ -47,11 +47,6 @@ export class RuntimeState {
         : shared !== null
           ? new StickyStore({ shared: true })
           : null;
-  }
-
-  /** The store of every route's sticky sessions, or null before any route had one. */
-  stickyStoreView(): StickyStore | null {
-    return this.stickyStore;
   }
 
   /** The sticky store's shared buffer, for worker threads; null with one thread. */

@@ -20,7 +20,7 @@
  * once may both store it (the same pool: the weights read the same hash); a set that is full
  * forgets its least recently used entry.
  */
-import { stableHash32 } from '../balance/stable-hash.js';
+import { mix32, stableHash32 } from '../balance/stable-hash.js';
 
 /** Entries per set. */
 const WAYS = 8;
@@ -156,16 +156,6 @@ export class StickyStore {
   }
 }
 
-/** Mixes 32 bits (the finaliser of MurmurHash3): every input bit moves the set and the key. */
-function mix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85eb_ca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2_ae35);
-  h ^= h >>> 16;
-  return h | 0;
-}
-
 /** One route's sessions in the process's store. */
 export class StickyTable {
   private readonly store: StickyStore;
@@ -178,7 +168,8 @@ export class StickyTable {
   }
 
   private key(hash: number): number {
-    const k = mix32(hash ^ this.salt);
+    // Every bit of the hash moves both the set (low bits) and the key.
+    const k = mix32(hash ^ this.salt) | 0;
     return k === 0 || k === CLAIMED ? 1 : k;
   }
 
