@@ -530,9 +530,9 @@ function checkPluginRefs(data: Json, issues: ConfigIssue[]): void {
 /** A feature of a config whose state each thread would keep for itself (`perThreadFeatures`). */
 export interface PerThreadFeature {
   path: ConfigPath;
-  /** What it is, as the start of a sentence: "reserve_per_node (its per-tenant counts)". */
+  /** What it is, as the start of a sentence: "pool "gpu"'s cache-aware balancing (...)". */
   what: string;
-  /** What to do instead, as a clause: "set reserve_per_node to 0". */
+  /** What to do instead, as a clause: "set pipelining to 0 (uWebSockets.js), or run Node 22.12 ...". */
   instead: string;
   /**
    * True where threads would serve it, but worse than one thread: each thread learns alone, like

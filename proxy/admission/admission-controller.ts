@@ -334,13 +334,18 @@ export class AdmissionController {
     this.remoteHeld++;
   }
 
-  /** A worker thread's request left this controller; a close that waited for it happens now. */
+  /**
+   * A worker thread's request left this controller; a close that waited for it happens next (in a
+   * microtask: the request may leave from inside a decision of this controller).
+   */
   letGoRemote(): void {
     if (--this.remoteHeld === 0 && this.closeWhenIdle) {
       this.closeWhenIdle = false;
-      this.close();
+      queueMicrotask(this.closeDeferred);
     }
   }
+
+  private readonly closeDeferred = (): void => this.close();
 
   /** Requests allowed in flight now. */
   get limit(): number {

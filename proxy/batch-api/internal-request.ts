@@ -4,7 +4,7 @@
  * this object, which keeps the response in memory instead of writing to a socket. It never reads
  * or writes HTTP itself.
  */
-import type { Downstream } from '../lifecycle/downstream.js';
+import { BufferedDownstream } from '../lifecycle/buffered-downstream.js';
 import { getFlat } from '../lifecycle/headers.js';
 import { nowMs } from '../lifecycle/clock.js';
 import { Session, type SessionHost } from '../lifecycle/session.js';
@@ -61,21 +61,14 @@ export interface InternalCall {
  * A buffered in-process request. `status` is 0 until done; 499 when aborted. `truncated` is true
  * when the node's body was cut after the head (the status then says success but the body is not whole).
  */
-export class InternalRequest implements Downstream, SessionHost {
+export class InternalRequest extends BufferedDownstream implements SessionHost {
   readonly stats: StatsRegistry;
   /** Batch items cannot call the batch API themselves. */
   readonly endpoints = null;
-  aborted = false;
-  started = false;
-  truncated = false;
-  status = 0;
-  /** Response headers, flat. */
-  responseHeaders: readonly string[] = [];
   /** Upstream attempts the item took (a micro-batch reports its own count). */
   attempts = 0;
   /** From start to done, ms. */
   latencyMs = 0;
-  private chunks: Buffer[] = [];
   private session: Session | null = null;
   private startMs = 0;
 
@@ -85,6 +78,7 @@ export class InternalRequest implements Downstream, SessionHost {
     /** The owner's tag for this request, e.g. the item index. */
     readonly tag: number,
   ) {
+    super();
     this.stats = host.stats;
   }
 
@@ -119,49 +113,6 @@ export class InternalRequest implements Downstream, SessionHost {
     if (this.aborted || this.session === null) return;
     this.session.onDownstreamAborted();
     this.aborted = true;
-  }
-
-  /** The whole response body. */
-  body(): Buffer {
-    return this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
-  }
-
-  // ---- Downstream ----
-
-  reply(status: number, headers: readonly string[], body: string | Uint8Array): void {
-    if (this.aborted) return;
-    this.started = true;
-    this.status = status;
-    this.responseHeaders = headers;
-    this.chunks.push(typeof body === 'string' ? Buffer.from(body) : Buffer.from(body));
-  }
-
-  start(status: number, headers: readonly string[]): void {
-    if (this.aborted) return;
-    this.started = true;
-    this.status = status;
-    this.responseHeaders = headers;
-  }
-
-  write(chunk: Uint8Array): boolean {
-    if (!this.aborted) this.chunks.push(Buffer.from(chunk));
-    return true;
-  }
-
-  end(): void {}
-
-  closeWhenDone(): void {}
-
-  destroy(): void {
-    this.truncated = true;
-  }
-
-  abandonHead(): boolean {
-    if (this.aborted || !this.started || this.chunks.length > 0) return false;
-    this.started = false;
-    this.status = 0;
-    this.responseHeaders = [];
-    return true;
   }
 
   // ---- SessionHost ----

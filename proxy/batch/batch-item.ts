@@ -23,6 +23,12 @@ export interface BatchItemSink {
    * batch was sent (monotonic ms); `size`: items in that batch. Called before the result, at most once.
    */
   onBatchWindow?(submittedMs: number, sentMs: number, size: number): void;
+  /**
+   * Optional: with `server.workers`, the main thread had no batcher for the item (a reload removed
+   * the batching there first; runtime/batch-relay.ts) and the caller is to send it alone. A sink
+   * without it gets the closed batcher's 503 instead. Called instead of the result.
+   */
+  onBatchDeclined?(tag: number): void;
 }
 
 /** An item inside the batcher. Fixed shape: every field is declared here. */

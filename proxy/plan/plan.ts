@@ -259,7 +259,7 @@ export function compilePlan(
     return p;
   };
   const plugins = ctx.plugins ?? new Map<string, PluginInstance>();
-  const routes = config.routes.map((rc) => {
+  const routes = config.routes.map((rc, routeAt) => {
     const single = rc.pool === undefined ? null : poolOf(rc.pool);
     const split =
       rc.split === undefined
@@ -305,6 +305,7 @@ export function compilePlan(
                   ...rc.timeouts,
                 },
                 ctx.batchRelay ?? null,
+                routeAt,
               ),
       },
       pc.timeouts,
@@ -324,7 +325,9 @@ export function compilePlan(
 
 /**
  * A batching route's micro-batchers: one per pool its requests may be given (each split pool), each
- * falling back through the route's fallback pools, all under the route's timeouts.
+ * falling back through the route's fallback pools, all under the route's timeouts. In a worker
+ * thread (`relay`), each sends its items to the main thread's batcher at the same route position
+ * `routeAt` and batcher position (runtime/batch-relay.ts).
  */
 function routeBatchers(
   rc: RouteConfig,
@@ -333,12 +336,13 @@ function routeBatchers(
   fallback: readonly Pool[],
   timeouts: TimeoutsConfig,
   relay: BatchRelayClient | null,
+  routeAt: number,
 ): PoolBatcher[] {
   const path = batching.upstream_path ?? rc.match.path!;
   const distinct = [...new Set(pools)];
-  return distinct.map((pool) => {
+  return distinct.map((pool, at) => {
     const batcher = createRouteBatcher(rc.name, batching, path, pool, fallback, timeouts);
-    if (relay !== null) batcher.relay = new RelayTarget(relay, rc.name, pool.name, path);
+    if (relay !== null) batcher.relay = new RelayTarget(relay, routeAt, at, rc.name, pool.name, path);
     return { pool, batcher, onlyPath: rc.match.path === undefined ? path : null };
   });
 }

@@ -18,6 +18,7 @@ import {
   type OfferResult,
 } from '../admission/admission-ticket.js';
 import { nowMs } from '../lifecycle/clock.js';
+import { RelayIds, relayKey } from './relay-wire.js';
 
 /** A worker's request offered to the main thread's controller of `pool`. */
 export interface AdmissionOffer {
@@ -61,7 +62,7 @@ export class RemoteAdmission extends AdmissionController {
   }
 
   override offer(t: AdmissionTicket): OfferResult {
-    this.client.offer(this, this.pool, t);
+    this.client.offer(this.pool, t);
     return 'queued';
   }
 
@@ -85,7 +86,7 @@ export class AdmissionRelayClient {
   private readonly post: (m: AdmissionOffer | AdmissionEnd) => void;
   private readonly byId = new Map<number, AdmissionTicket>();
   private readonly ids = new Map<AdmissionTicket, number>();
-  private nextId = 1;
+  private readonly numbers = new RelayIds();
 
   constructor(post: (m: AdmissionOffer | AdmissionEnd) => void) {
     this.post = post;
@@ -96,12 +97,10 @@ export class AdmissionRelayClient {
     return this.byId.size;
   }
 
-  offer(owner: RemoteAdmission, pool: string, t: AdmissionTicket): void {
-    const id = this.nextId++;
-    if (this.nextId > 0x3fff_ffff) this.nextId = 1;
+  offer(pool: string, t: AdmissionTicket): void {
+    const id = this.numbers.next();
     this.byId.set(id, t);
     this.ids.set(t, id);
-    t.slotOwner = owner;
     this.post({
       t: 'adm-offer',
       id,
@@ -136,7 +135,6 @@ export class AdmissionRelayClient {
     }
     this.byId.delete(m.id);
     this.ids.delete(t);
-    t.slotOwner = null;
     t.onRejected(new AdmissionRejection(m.reason, m.retryAfterMs));
   }
 }
@@ -209,7 +207,7 @@ export class RemoteAdmissions {
       return;
     }
     const t = new RemoteTicket(this, m, controller, send);
-    this.tickets.set(key(index, m.id), t);
+    this.tickets.set(relayKey(index, m.id), t);
     this.workerOf.set(t, index);
     controller.holdRemote();
     const r = controller.offer(t);
@@ -222,7 +220,7 @@ export class RemoteAdmissions {
 
   /** Worker `index`'s request `id` ended: its slot is freed, or it leaves the queue. */
   end(index: number, id: number, latencyMs: number): void {
-    const t = this.tickets.get(key(index, id));
+    const t = this.tickets.get(relayKey(index, id));
     if (t === undefined) return;
     this.forget(t);
     endTicket(t, latencyMs);
@@ -243,14 +241,13 @@ export class RemoteAdmissions {
     return n;
   }
 
-  /** Takes `t` out of the maps; its controller no longer waits for it to close (after `endTicket`). */
+  /** Takes `t` out of the maps; its controller no longer waits for it to close. */
   forget(t: RemoteTicket): void {
     const w = this.workerOf.get(t);
     if (w === undefined) return;
     this.workerOf.delete(t);
-    this.tickets.delete(key(w, t.id));
-    // After the end or rejection has run in the controller: a close it held back may run now.
-    queueMicrotask(() => t.controller!.letGoRemote());
+    this.tickets.delete(relayKey(w, t.id));
+    t.controller!.letGoRemote();
   }
 }
 
@@ -262,9 +259,4 @@ function endTicket(t: RemoteTicket, latencyMs: number): void {
   const c = t.controller!;
   if (t.slotOwner === c) c.release(t, latencyMs >= 0 ? latencyMs : NaN);
   else c.cancel(t);
-}
-
-/** A worker's request by its thread and number (at most 64 threads, numbers below 2^30). */
-function key(index: number, id: number): number {
-  return index * 0x4000_0000 + id;
 }

@@ -14,15 +14,24 @@
  * (`MicroBatcher.relay`). Main side: `acceptRelayedItem`.
  */
 import type { BatchItemSink } from '../batch/batch-item.js';
+import { CLOSED_BODY, CLOSED_STATUS } from '../batch/item-errors.js';
 import type { MicroBatcher } from '../batch/micro-batcher.js';
 import { nowMs } from '../lifecycle/clock.js';
 import type { Plan } from '../plan/plan.js';
+import { bufferOf, exact, RelayIds } from './relay-wire.js';
 
 /** A batch item sent by a worker thread to the main thread. */
 export interface RelayedItem {
   t: 'batch-item';
   /** The worker's number for the item (unique among its items in flight). */
   id: number;
+  /**
+   * The route's position in the config and its batcher's position in the route (the main thread's
+   * plan of the same config has them there), with the names that must be found there: a reload
+   * one thread has applied and the other not yet is told by a name that does not match.
+   */
+  routeAt: number;
+  batcherAt: number;
   route: string;
   pool: string;
   /** The path of the batch calls (`MicroBatcher` of that route and pool serving it). */
@@ -43,19 +52,12 @@ export interface RelayedResult {
   size: number;
 }
 
-/**
- * `b` as a message may carry it: structured cloning copies a view's whole ArrayBuffer, which for a
- * slice of a pooled buffer or of a batch's whole answer is far more than its bytes.
- */
-function exact(b: Uint8Array): Uint8Array {
-  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b : new Uint8Array(b);
+/** The answer that declines item `id`. */
+function declined(id: number): RelayedResult {
+  return { t: 'batch-done', id, status: 0, body: EMPTY, attempts: 0, waitMs: 0, size: 0 };
 }
 
-/** A sink that can also take an item back to send it alone (a Session). */
-export interface RelaySink extends BatchItemSink {
-  /** The main thread declined the item: forward the request to a node as if it had no batching. */
-  onBatchDeclined(tag: number): void;
-}
+const EMPTY = new Uint8Array(0);
 
 /** One relayed item waiting for its result in the worker. */
 interface Waiting {
@@ -67,12 +69,23 @@ interface Waiting {
 /** Where one of the worker's batchers sends its items. */
 export class RelayTarget {
   readonly client: BatchRelayClient;
+  readonly routeAt: number;
+  readonly batcherAt: number;
   readonly route: string;
   readonly pool: string;
   readonly path: string;
 
-  constructor(client: BatchRelayClient, route: string, pool: string, path: string) {
+  constructor(
+    client: BatchRelayClient,
+    routeAt: number,
+    batcherAt: number,
+    route: string,
+    pool: string,
+    path: string,
+  ) {
     this.client = client;
+    this.routeAt = routeAt;
+    this.batcherAt = batcherAt;
     this.route = route;
     this.pool = pool;
     this.path = path;
@@ -83,7 +96,7 @@ export class RelayTarget {
 export class BatchRelayClient {
   private readonly post: (m: RelayedItem) => void;
   private readonly waiting = new Map<number, Waiting>();
-  private nextId = 1;
+  private readonly ids = new RelayIds();
 
   constructor(post: (m: RelayedItem) => void) {
     this.post = post;
@@ -96,12 +109,13 @@ export class BatchRelayClient {
 
   /** Sends one item of `target`'s batcher to the main thread. */
   submit(target: RelayTarget, raw: Buffer, sink: BatchItemSink, tag: number): void {
-    const id = this.nextId++;
-    if (this.nextId > 0x3fff_ffff) this.nextId = 1;
+    const id = this.ids.next();
     this.waiting.set(id, { sink, tag, submittedMs: nowMs() });
     this.post({
       t: 'batch-item',
       id,
+      routeAt: target.routeAt,
+      batcherAt: target.batcherAt,
       route: target.route,
       pool: target.pool,
       path: target.path,
@@ -116,12 +130,12 @@ export class BatchRelayClient {
     this.waiting.delete(m.id);
     const sink = w.sink;
     if (m.status === 0) {
-      (sink as Partial<RelaySink>).onBatchDeclined?.(w.tag);
+      if (sink.onBatchDeclined !== undefined) sink.onBatchDeclined(w.tag);
+      else sink.onBatchResult(w.tag, CLOSED_STATUS, CLOSED_BODY, 0);
       return;
     }
     if (m.size > 0) sink.onBatchWindow?.(w.submittedMs, w.submittedMs + m.waitMs, m.size);
-    const body = Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength);
-    sink.onBatchResult(w.tag, m.status, body, m.attempts);
+    sink.onBatchResult(w.tag, m.status, bufferOf(m.body), m.attempts);
   }
 }
 
@@ -157,40 +171,36 @@ class RelayedItemSink implements BatchItemSink {
 
 /** The batcher of `plan` for a relayed item, or null when there is none (or it is closing). */
 function batcherOf(plan: Plan, m: RelayedItem): MicroBatcher | null {
-  const route = plan.routes.routes.find((r) => r.name === m.route);
-  if (route === undefined || route.batchers === null) return null;
-  for (const b of route.batchers) {
-    if (b.pool.name !== m.pool) continue;
-    if (b.onlyPath !== null && b.onlyPath !== m.path) return null;
-    return b.batcher.closed ? null : b.batcher;
-  }
-  return null;
+  // By position, checked by name: no search by name per item.
+  const route = plan.routes.routes[m.routeAt];
+  if (route === undefined || route.name !== m.route) return null;
+  const b = route.batchers?.[m.batcherAt];
+  if (b === undefined || b.pool.name !== m.pool) return null;
+  if (b.onlyPath !== null && b.onlyPath !== m.path) return null;
+  return b.batcher.closed ? null : b.batcher;
 }
 
 /**
  * The main thread's side: batches the item `m` a worker sent, in the current plan's batcher of the
  * same route and pool, and answers through `reply` once (at once, declined, when there is no such
- * batcher or the body is not a JSON object it accepts).
+ * batcher or the body is not a JSON object it accepts). The body is parsed again here: an object
+ * does not cross threads cheaper than its bytes do.
  */
 export function acceptRelayedItem(plan: Plan, m: RelayedItem, reply: (r: RelayedResult) => void): void {
   const batcher = batcherOf(plan, m);
-  const raw = Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength);
-  let body: unknown = null;
-  if (batcher !== null) {
-    try {
-      body = JSON.parse(raw.toString('utf8'));
-    } catch {
-      body = null;
-    }
+  if (batcher === null) {
+    reply(declined(m.id));
+    return;
   }
-  if (
-    batcher === null ||
-    typeof body !== 'object' ||
-    body === null ||
-    Array.isArray(body) ||
-    !batcher.accepts(body)
-  ) {
-    reply({ t: 'batch-done', id: m.id, status: 0, body: new Uint8Array(0), attempts: 0, waitMs: 0, size: 0 });
+  const raw = bufferOf(m.body);
+  let body: unknown = null;
+  try {
+    body = JSON.parse(raw.toString('utf8'));
+  } catch {
+    body = null;
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !batcher.accepts(body)) {
+    reply(declined(m.id));
     return;
   }
   batcher.submit(body, new RelayedItemSink(reply, m.id), 0, raw);

@@ -6,17 +6,18 @@
  * (status, headers, body), which the worker sends to its client. The worker's session counts the
  * request (metrics, access log, under the tenant and error code the main thread found) as any
  * other it serves; the main thread's copy counts no request (only its refusals, such as a wrong
- * key, are counted where they are made). A
- * client that leaves is told to the main thread, which stops the work as for its own client.
+ * key, are counted where they are made). A client that leaves is told to the main thread, which
+ * stops the work as for its own client; so does a worker that dies.
  *
- * Worker side: `EndpointRelayClient` (the worker's `LocalEndpoints`). Main side: `RelayedCall`.
+ * Worker side: `EndpointRelayClient` (the worker's `LocalEndpoints`). Main side: `RelayedCalls`.
  */
-import type { Downstream } from '../lifecycle/downstream.js';
+import { BufferedDownstream } from '../lifecycle/buffered-downstream.js';
+import { Errors, errorBody } from '../lifecycle/errors.js';
 import type { LocalEndpoints, LocalWork } from '../lifecycle/local-endpoints.js';
 import { Session, type SessionHost } from '../lifecycle/session.js';
 import type { StatsRegistry } from '../metrics/stats.js';
 import type { Plan } from '../plan/plan.js';
-import { Errors, errorBody } from '../lifecycle/errors.js';
+import { bufferOf, exact, RelayIds, relayKey, relayWorker } from './relay-wire.js';
 
 /** A batch API request a worker thread passes to the main thread. */
 export interface RelayedCallStart {
@@ -46,6 +47,8 @@ export interface RelayedCallDone {
   status: number;
   headers: string[];
   body: Uint8Array;
+  /** The answer was cut after its head (the worker answers 500 instead of a partial body). */
+  truncated: boolean;
   /** The tenant the main thread authenticated ('' for none). */
   tenant: string;
   /** The error code of Sluice's own error answer (a wrong key: `invalid_api_key`), or null. */
@@ -56,21 +59,17 @@ export interface RelayedCallDone {
  * The answer to a call when the main thread has no batch API to answer it with (it is shutting
  * down): 503, as a request that arrives while Sluice drains.
  */
-export function unavailableCall(id: number): RelayedCallDone {
+function unavailableCall(id: number): RelayedCallDone {
   return {
     t: 'endpoint-done',
     id,
     status: Errors.draining.status,
     headers: ['content-type', 'application/json'],
     body: Buffer.from(errorBody(Errors.draining, 'the batch API is not running in this process now')),
+    truncated: false,
     tenant: '',
     errorCode: Errors.draining.code,
   };
-}
-
-/** `b` as a message may carry it (see batch-relay.ts): its bytes, not its whole ArrayBuffer. */
-function exact(b: Uint8Array): Uint8Array {
-  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b : new Uint8Array(b);
 }
 
 /** A worker's call waiting for the main thread; its session's `local` work. */
@@ -95,7 +94,7 @@ export class EndpointRelayClient implements LocalEndpoints {
   private readonly post: (m: RelayedCallStart | RelayedCallAbort) => void;
   private readonly ownsPath: (path: string) => boolean;
   private readonly waiting = new Map<number, WaitingCall>();
-  private nextId = 1;
+  private readonly ids = new RelayIds();
 
   /** `owns`: the paths the main thread's endpoints answer (the batch API's). */
   constructor(post: (m: RelayedCallStart | RelayedCallAbort) => void, owns: (path: string) => boolean) {
@@ -114,8 +113,7 @@ export class EndpointRelayClient implements LocalEndpoints {
   }
 
   handle(s: Session): void {
-    const id = this.nextId++;
-    if (this.nextId > 0x3fff_ffff) this.nextId = 1;
+    const id = this.ids.next();
     const call = new WaitingCall(this, id, s);
     this.waiting.set(id, call);
     s.local = call;
@@ -144,8 +142,12 @@ export class EndpointRelayClient implements LocalEndpoints {
       s.tenant = m.tenant;
       s.tenantInfo = s.plan.tenants.table?.get(m.tenant) ?? null;
     }
+    if (m.truncated) {
+      s.fail(Errors.internal, 'the batch API answer was cut short');
+      return;
+    }
     s.rec.errorCode = m.errorCode;
-    s.respond(m.status, m.headers, Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength));
+    s.respond(m.status, m.headers, bufferOf(m.body));
   }
 
   /** The call's client left. */
@@ -157,28 +159,34 @@ export class EndpointRelayClient implements LocalEndpoints {
 
 /**
  * The main thread's side of one relayed call: the downstream and host of a session that runs the
- * main thread's endpoints and keeps their answer, which `reply` sends back once. The session
- * records nothing (the worker's session counts the request).
+ * main thread's endpoints and keeps their answer, sent back once when the session ends. The
+ * session records nothing (the worker's session counts the request).
  */
-export class RelayedCall implements Downstream, SessionHost {
+class RelayedCall extends BufferedDownstream implements SessionHost {
   readonly stats: StatsRegistry;
   readonly endpoints: LocalEndpoints;
   /** The main thread's server: the host of the sessions the endpoints start (a batch's items). */
   private readonly host: SessionHost;
-  aborted = false;
-  started = false;
-  private readonly send: (m: RelayedCallDone) => void;
+  private readonly calls: RelayedCalls;
+  private readonly key: number;
   private readonly id: number;
-  private status = 0;
-  private headers: readonly string[] = [];
-  private chunks: Buffer[] = [];
+  private readonly send: (m: RelayedCallDone) => void;
   private session: Session | null = null;
-  private sent = false;
 
-  constructor(host: SessionHost, endpoints: LocalEndpoints, id: number, send: (m: RelayedCallDone) => void) {
+  constructor(
+    calls: RelayedCalls,
+    host: SessionHost,
+    endpoints: LocalEndpoints,
+    key: number,
+    id: number,
+    send: (m: RelayedCallDone) => void,
+  ) {
+    super();
+    this.calls = calls;
     this.host = host;
     this.stats = host.stats;
     this.endpoints = endpoints;
+    this.key = key;
     this.id = id;
     this.send = send;
   }
@@ -187,10 +195,10 @@ export class RelayedCall implements Downstream, SessionHost {
     return this.host.draining;
   }
 
-  /** Answers `m` with the endpoints on `plan`; `reply` follows once (possibly synchronously). */
+  /** Answers `m` with the endpoints on `plan`; the answer is sent when the session ends. */
   run(plan: Plan, m: RelayedCallStart): void {
     const s = new Session(this, plan, this, m.requestId, m.method, m.path, m.url, m.host, m.headers);
-    s.body = m.body === null ? null : Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength);
+    s.body = m.body === null ? null : bufferOf(m.body);
     s.recorded = false;
     this.session = s;
     plan.acquire();
@@ -198,48 +206,12 @@ export class RelayedCall implements Downstream, SessionHost {
     else s.fail(Errors.routeNotFound, `no endpoint ${m.method} ${m.path}`);
   }
 
-  /** The worker's client left: the work stops as for a client of this thread. */
+  /** The worker's client left: the work stops as for a client of this thread, nothing is sent. */
   abort(): void {
     if (this.aborted || this.session === null) return;
     this.aborted = true;
     this.session.onDownstreamAborted();
   }
-
-  // ---- Downstream ----
-
-  reply(status: number, headers: readonly string[], body: string | Uint8Array): void {
-    if (this.aborted) return;
-    this.started = true;
-    this.status = status;
-    this.headers = headers;
-    this.chunks = [typeof body === 'string' ? Buffer.from(body) : Buffer.from(body)];
-  }
-
-  start(status: number, headers: readonly string[]): void {
-    if (this.aborted) return;
-    this.started = true;
-    this.status = status;
-    this.headers = headers;
-  }
-
-  write(chunk: Uint8Array): boolean {
-    if (!this.aborted) this.chunks.push(Buffer.from(chunk));
-    return true;
-  }
-
-  end(): void {}
-
-  closeWhenDone(): void {}
-
-  destroy(): void {}
-
-  abandonHead(): boolean {
-    if (this.aborted || !this.started || this.chunks.length > 0) return false;
-    this.started = false;
-    return true;
-  }
-
-  // ---- SessionHost ----
 
   sessionStarted(s: Session): void {
     // The endpoints' own requests (a synchronous batch's items) are the server's.
@@ -252,17 +224,63 @@ export class RelayedCall implements Downstream, SessionHost {
       return;
     }
     this.session = null;
-    if (this.sent || this.aborted) return;
-    this.sent = true;
-    const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+    this.calls.forget(this.key);
+    if (this.aborted) return;
     this.send({
       t: 'endpoint-done',
       id: this.id,
       status: this.status,
-      headers: [...this.headers],
-      body: exact(body),
+      headers: [...this.responseHeaders],
+      body: exact(this.body()),
+      truncated: this.truncated,
       tenant: s.tenant,
       errorCode: s.rec.errorCode,
     });
+  }
+}
+
+/** The main thread's side: the batch API requests worker threads passed on, being answered. */
+export class RelayedCalls {
+  private readonly calls = new Map<number, RelayedCall>();
+
+  /** Calls being answered now. */
+  get size(): number {
+    return this.calls.size;
+  }
+
+  /**
+   * Answers worker `index`'s call `m` with `endpoints` on `plan` (null: no batch API here now, a
+   * 503), once, through `send`; `host` is the main thread's server.
+   */
+  start(
+    index: number,
+    m: RelayedCallStart,
+    host: SessionHost | null,
+    endpoints: LocalEndpoints | null,
+    plan: Plan,
+    send: (r: RelayedCallDone) => void,
+  ): void {
+    if (host === null || endpoints === null) {
+      send(unavailableCall(m.id));
+      return;
+    }
+    const key = relayKey(index, m.id);
+    const call = new RelayedCall(this, host, endpoints, key, m.id, send);
+    this.calls.set(key, call);
+    call.run(plan, m);
+  }
+
+  /** The client of worker `index`'s call `id` left. */
+  abort(index: number, id: number): void {
+    this.calls.get(relayKey(index, id))?.abort();
+  }
+
+  /** Worker `index` died: its calls stop (the thread that replaces it numbers its calls from 1). */
+  workerDied(index: number): void {
+    for (const [key, call] of [...this.calls]) if (relayWorker(key) === index) call.abort();
+  }
+
+  forget(key: number): void {
+    this.calls.delete(key);
   }
 }

@@ -72,8 +72,7 @@ import {
 } from './batch-relay.js';
 import { RemoteAdmissions } from './admission-relay.js';
 import {
-  RelayedCall,
-  unavailableCall,
+  RelayedCalls,
   type EndpointRelayClient,
   type RelayedCallDone,
   type RelayedCallStart,
@@ -215,7 +214,7 @@ export class Sluice {
    */
   endpointRelay: EndpointRelayClient | null = null;
   /** In the main thread: the batch API requests workers passed on, being answered. */
-  private readonly relayedCalls = new Map<number, RelayedCall>();
+  readonly relayedCalls = new RelayedCalls();
   /** In the main thread: workers' requests to pools with a reserve, in its controllers. */
   readonly remoteAdmissions = new RemoteAdmissions();
   /** How many threads serve the listeners, and why (fixed at start). */
@@ -270,19 +269,7 @@ export class Sluice {
    * `index` passed on (endpoint-relay.ts) with this thread's batch API, once, through `reply`.
    */
   acceptEndpointCall(index: number, m: RelayedCallStart, reply: (r: RelayedCallDone) => void): void {
-    const api = this.batch?.api;
-    const server = this.server;
-    if (api === undefined || server === null) {
-      reply(unavailableCall(m.id));
-      return;
-    }
-    const key = relayedCallKey(index, m.id);
-    const call = new RelayedCall(server, api, m.id, (r) => {
-      this.relayedCalls.delete(key);
-      reply(r);
-    });
-    this.relayedCalls.set(key, call);
-    call.run(this.plan, m);
+    this.relayedCalls.start(index, m, this.server, this.batch?.api ?? null, this.plan, reply);
   }
 
   /** The plan new requests run on. */
@@ -380,7 +367,7 @@ export class Sluice {
           {
             batchItem: (_index, m, reply) => this.acceptBatchItem(m, reply),
             endpointCall: (index, m, reply) => this.acceptEndpointCall(index, m, reply),
-            endpointAbort: (index, id) => this.abortRelayedCall(relayedCallKey(index, id)),
+            endpointAbort: (index, id) => this.relayedCalls.abort(index, id),
             admissionOffer: (index, m, reply) =>
               this.remoteAdmissions.offer(index, m, this.runtime.pools.get(m.pool)?.admission ?? null, reply),
             admissionEnd: (index, m) => this.remoteAdmissions.end(index, m.id, m.latencyMs),
@@ -876,19 +863,6 @@ export class Sluice {
     );
   }
 
-  /** Batch API requests worker threads passed on that the main thread is answering now. */
-  get relayedCallCount(): number {
-    return this.relayedCalls.size;
-  }
-
-  /** A worker's client left during a batch API request it passed on: the work stops. */
-  private abortRelayedCall(key: number): void {
-    const call = this.relayedCalls.get(key);
-    if (call === undefined) return;
-    this.relayedCalls.delete(key);
-    call.abort();
-  }
-
   /**
    * A worker thread died (not stopped): what it held of the shared counts (requests in flight per
    * node, concurrency and admission slots, connections) is taken back, the shared table's lock if
@@ -896,10 +870,8 @@ export class Sluice {
    * count; its replacement reports afresh.
    */
   private workerDied(index: number, ledger: Int32Array): void {
-    // Its clients went with it: the batch API requests it passed on stop (the thread that replaces
-    // it numbers its calls from 1 again).
-    for (const key of [...this.relayedCalls.keys()])
-      if (Math.floor(key / RELAYED_CALLS_PER_THREAD) === index) this.abortRelayedCall(key);
+    // Its clients went with it: the batch API requests it passed on stop.
+    this.relayedCalls.workerDied(index);
     // A lock it held when it died would stop every thread at their next take of it.
     if (this.shared.releaseLockOf(index))
       this.log.error(`worker ${index}: died holding the shared table's lock; freed`);
@@ -1097,14 +1069,6 @@ export class Sluice {
     this.sim = null;
   }
 }
-
-/** A worker's relayed call by its thread and number (at most 64 threads, numbers below 2^30). */
-function relayedCallKey(index: number, id: number): number {
-  return index * RELAYED_CALLS_PER_THREAD + id;
-}
-
-/** Numbers a worker gives its relayed calls before it starts again from 1 (endpoint-relay.ts). */
-const RELAYED_CALLS_PER_THREAD = 0x4000_0000;
 
 /** How often a worker thread reports its metrics to the main thread, ms (reads also ask at once). */
 const WORKER_REPORT_MS = 1000;

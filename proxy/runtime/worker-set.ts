@@ -14,12 +14,7 @@ import type { OutcomeBatch } from './health-mirror.js';
 import type { SluiceConfig } from '../../config/types.js';
 import type { RelayedItem, RelayedResult } from './batch-relay.js';
 import type { AdmissionAnswer, AdmissionEnd, AdmissionOffer } from './admission-relay.js';
-import {
-  unavailableCall,
-  type RelayedCallAbort,
-  type RelayedCallDone,
-  type RelayedCallStart,
-} from './endpoint-relay.js';
+import type { RelayedCallAbort, RelayedCallDone, RelayedCallStart } from './endpoint-relay.js';
 
 /** What a worker starts from (its `workerData`). */
 export interface WorkerBoot {
@@ -82,16 +77,6 @@ export interface MainThreadWork {
   /** Worker `index`'s request offered there ended. */
   admissionEnd(index: number, m: AdmissionEnd): void;
 }
-
-/** Without a main thread's state: items are declined (sent alone), calls answered 503. */
-const NO_MAIN_THREAD_WORK: MainThreadWork = {
-  batchItem: (_index, m, reply) =>
-    reply({ t: 'batch-done', id: m.id, status: 0, body: new Uint8Array(0), attempts: 0, waitMs: 0, size: 0 }),
-  endpointCall: (_index, m, reply) => reply(unavailableCall(m.id)),
-  endpointAbort: () => undefined,
-  admissionOffer: (_index, m, reply) => reply({ t: 'adm-admitted', id: m.id }),
-  admissionEnd: () => undefined,
-};
 
 /**
  * A worker thread's young generation, MiB. V8's default let each worker's grow with the garbage of
@@ -201,8 +186,8 @@ export class WorkerSet {
     log: Logger,
     onStats: (index: number, delta: StatsDelta) => void,
     onOutcomes: (batches: OutcomeBatch[]) => void,
-    onAccessLog: (text: string) => void = () => undefined,
-    main: MainThreadWork = NO_MAIN_THREAD_WORK,
+    onAccessLog: (text: string) => void,
+    main: MainThreadWork,
     onDied: (index: number, ledger: Int32Array) => void = () => undefined,
   ): Promise<WorkerSet> {
     const set = new WorkerSet(boot, log, onStats, onOutcomes, onAccessLog, main, onDied);
@@ -235,6 +220,11 @@ export class WorkerSet {
       resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
     });
     const thread = new WorkerThread(index, worker);
+    // The main thread's answers to this worker's relayed requests (one function for all of them);
+    // a worker that ended meanwhile took the request with it: nothing to answer.
+    const answer = (r: ToWorker): void => {
+      if (!thread.exited) worker.postMessage(r);
+    };
     const at = this.threads.findIndex((t) => t.index === index);
     if (at >= 0) this.threads[at] = thread;
     else this.threads.push(thread);
@@ -272,23 +262,16 @@ export class WorkerSet {
             this.onAccessLog(m.text);
             return;
           case 'batch-item':
-            this.main.batchItem(index, m, (r) => {
-              // A worker that ended meanwhile took the request with it: nothing to answer.
-              if (!thread.exited) worker.postMessage(r);
-            });
+            this.main.batchItem(index, m, answer);
             return;
           case 'endpoint':
-            this.main.endpointCall(index, m, (r) => {
-              if (!thread.exited) worker.postMessage(r);
-            });
+            this.main.endpointCall(index, m, answer);
             return;
           case 'endpoint-abort':
             this.main.endpointAbort(index, m.id);
             return;
           case 'adm-offer':
-            this.main.admissionOffer(index, m, (r) => {
-              if (!thread.exited) worker.postMessage(r);
-            });
+            this.main.admissionOffer(index, m, answer);
             return;
           case 'adm-end':
             this.main.admissionEnd(index, m);

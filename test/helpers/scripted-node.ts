@@ -53,6 +53,45 @@ export async function startRecordingNode(status: number, answer: string): Promis
   return { ...node, received };
 }
 
+/** A node answering OpenAI embeddings, one input or a native batch of them (see `startEmbeddingNode`). */
+export interface EmbeddingNode extends ScriptedNode {
+  /** Each call's `input` as the node received it (a string, or an array for a batch), in order. */
+  readonly calls: (string | string[])[];
+}
+
+/**
+ * Starts an embeddings node that answers each input with `embed(input)`, after `delayMs`, in the
+ * shape a native micro-batch splits (`data[i].index` = the input's position).
+ */
+export async function startEmbeddingNode(
+  embed: (input: string) => number[],
+  delayMs = 0,
+): Promise<EmbeddingNode> {
+  const calls: (string | string[])[] = [];
+  const node = await startScriptedNode((req, res) => {
+    let text = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (text += c));
+    req.on('end', () => {
+      const input = (JSON.parse(text) as { input: string | string[] }).input;
+      calls.push(input);
+      const inputs = Array.isArray(input) ? input : [input];
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            object: 'list',
+            model: 'e',
+            data: inputs.map((s, index) => ({ object: 'embedding', index, embedding: embed(s) })),
+            usage: { prompt_tokens: inputs.length, total_tokens: inputs.length },
+          }),
+        );
+      }, delayMs);
+    });
+  });
+  return { ...node, calls };
+}
+
 /** One tenant of `tenantsSection`: its name, its API key (configured by digest) and its `limits` (YAML flow map). */
 export interface TestTenant {
   name: string;

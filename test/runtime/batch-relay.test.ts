@@ -13,9 +13,10 @@ import {
   type RelayedItem,
   type RelayedResult,
 } from '../../proxy/runtime/batch-relay.js';
-import { startScriptedNode, type ScriptedNode } from '../helpers/scripted-node.js';
+import { startEmbeddingNode, type EmbeddingNode } from '../helpers/scripted-node.js';
 import { basicConfig, startTestSluice, type TestSluice } from '../helpers/sluice.js';
 import { compilePlan } from '../../proxy/plan/plan.js';
+import { ResultCollector } from '../../proxy/batch/result-collector.js';
 
 const BATCHING = '    batching: { mode: native, max_batch_size: 8, max_wait_ms: 5 }';
 
@@ -23,6 +24,8 @@ function item(id: number, input: string, route = 'all', path = '/v1/embeddings')
   return {
     t: 'batch-item',
     id,
+    routeAt: 0,
+    batcherAt: 0,
     route,
     pool: 'gpu',
     path,
@@ -35,31 +38,11 @@ function relayed(t: TestSluice, m: RelayedItem): Promise<RelayedResult> {
 }
 
 describe('the batch relay', { timeout: 30_000 }, () => {
-  /** Inputs of each call the node received. */
-  const calls: unknown[] = [];
-  let node: ScriptedNode | undefined;
+  let node: EmbeddingNode | undefined;
   let t: TestSluice | undefined;
 
   before(async () => {
-    node = await startScriptedNode((req, res) => {
-      let text = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (text += c));
-      req.on('end', () => {
-        const input = (JSON.parse(text) as { input: string | string[] }).input;
-        calls.push(input);
-        const inputs = Array.isArray(input) ? input : [input];
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            object: 'list',
-            model: 'e',
-            data: inputs.map((s, index) => ({ object: 'embedding', index, embedding: [s.length] })),
-            usage: { prompt_tokens: inputs.length, total_tokens: inputs.length },
-          }),
-        );
-      });
-    });
+    node = await startEmbeddingNode((s) => [s.length]);
     t = await startTestSluice(
       basicConfig([node.url], '', { route: BATCHING }).replace(
         '    match: {}',
@@ -85,10 +68,12 @@ describe('the batch relay', { timeout: 30_000 }, () => {
     assert.match(metrics, /sluice_batch_items_total\{route="all"\} 1\n/);
   });
 
-  it('declines an item of a route, pool or path the plan does not batch, and a body it cannot', async () => {
+  it('declines an item of a route, pool or position the plan does not batch, and a body it cannot', async () => {
     for (const m of [
       item(1, 'x', 'gone'),
       { ...item(2, 'x'), pool: 'other' },
+      { ...item(5, 'x'), routeAt: 3 },
+      { ...item(6, 'x'), batcherAt: 1 },
       { ...item(3, 'x'), body: Buffer.from('[1, 2]') },
       { ...item(4, 'x'), body: Buffer.from('{"input": ') },
     ]) {
@@ -115,9 +100,9 @@ describe('the batch relay', { timeout: 30_000 }, () => {
       acceptRelayedItem(noBatching, m, (r) => setImmediate(() => client.done(r)));
     });
     const batcher = t!.sluice.current.routes.routes[0]!.batchers![0]!.batcher;
-    batcher.relay = new RelayTarget(client, 'all', 'gpu', '/v1/embeddings');
+    batcher.relay = new RelayTarget(client, 0, 0, 'all', 'gpu', '/v1/embeddings');
     try {
-      calls.length = 0;
+      const before = node!.calls.length;
       const r = await fetch(`${t!.url}/v1/embeddings`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
@@ -129,10 +114,29 @@ describe('the batch relay', { timeout: 30_000 }, () => {
       assert.equal(declined.length, 1);
       assert.equal(Buffer.from(declined[0]!.body).toString(), JSON.stringify({ model: 'e', input: 'hello' }));
       // Sent as the client sent it (a string input), not as a batch of one.
-      assert.deepEqual(calls, ['hello']);
+      assert.deepEqual(node!.calls.slice(before), ['hello']);
       assert.equal(client.pending, 0);
     } finally {
       batcher.relay = null;
     }
+  });
+
+  it('answers a declined item with a 503 to a sink that cannot send it alone', async () => {
+    const sent: RelayedItem[] = [];
+    const client = new BatchRelayClient((m) => sent.push(m));
+    const sink = new ResultCollector(1);
+    client.submit(new RelayTarget(client, 0, 0, 'all', 'gpu', '/v1/embeddings'), Buffer.from('{}'), sink, 0);
+    client.done({
+      t: 'batch-done',
+      id: sent[0]!.id,
+      status: 0,
+      body: new Uint8Array(0),
+      attempts: 0,
+      waitMs: 0,
+      size: 0,
+    });
+    const [r] = await sink.done;
+    assert.equal(r!.status, 503);
+    assert.equal(client.pending, 0);
   });
 });

@@ -7,7 +7,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
+import { request, type IncomingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { copyFile, mkdtemp, readdir, readFile, readlink, rename, rm, writeFile } from 'node:fs/promises';
@@ -15,7 +15,13 @@ import { tmpdir } from 'node:os';
 import { makeSelfSigned, type SelfSigned } from '../../loadtest/env/self-signed.js';
 import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
-import { startScriptedNode, tenantsSection, type ScriptedNode } from '../helpers/scripted-node.js';
+import {
+  startEmbeddingNode,
+  startScriptedNode,
+  tenantsSection,
+  type EmbeddingNode,
+  type ScriptedNode,
+} from '../helpers/scripted-node.js';
 import { RawConnection } from '../helpers/raw-http.js';
 import { netReusePort } from '../../config/semantic-checks.js';
 import { basicConfig, startRefused, startTestSluice, waitFor, type TestSluice } from '../helpers/sluice.js';
@@ -23,38 +29,77 @@ import { startSimFleet, type SimFleet } from '../../loadtest/sim/fleet.js';
 
 const ANSWER = JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
 
-/** POSTs a small chat body on a connection of its own; resolves to the status and body. */
-function post(
+/** An answer read whole: status, headers and the body as text. */
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * One request on a connection of its own (`connection: close`, no agent), so that the kernel may
+ * give each to either thread.
+ */
+function call(
   base: string,
-  path = '/v1/chat/completions',
-  key = '',
-): Promise<{ status: number; body: string }> {
+  method: string,
+  path: string,
+  body: string | null = null,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const u = new URL(path, base);
     const req = request(
       {
         host: u.hostname,
         port: u.port,
-        path: u.pathname,
-        method: 'POST',
+        path: `${u.pathname}${u.search}`,
+        method,
         agent: false,
         headers: {
-          'content-type': 'application/json',
           connection: 'close',
-          ...(key === '' ? {} : { authorization: `Bearer ${key}` }),
+          ...(body === null ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+          ...headers,
         },
       },
       (res) => {
-        let body = '';
+        let text = '';
         res.setEncoding('utf8');
-        res.on('data', (c: string) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
         res.on('error', reject);
       },
     );
     req.on('error', reject);
-    req.end(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }));
+    req.end(body ?? undefined);
   });
+}
+
+const CHAT = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+
+/** POSTs a small chat body on a connection of its own, with API key `key` ('' for none). */
+function post(base: string, path = '/v1/chat/completions', key = ''): Promise<Answer> {
+  return call(base, 'POST', path, CHAT, {
+    'content-type': 'application/json',
+    ...(key === '' ? {} : { authorization: `Bearer ${key}` }),
+  });
+}
+
+/** POSTs one embeddings input on a connection of its own. */
+function postEmbedding(base: string, input: string): Promise<Answer> {
+  return call(base, 'POST', '/v1/embeddings', JSON.stringify({ model: 'e', input }), {
+    'content-type': 'application/json',
+  });
+}
+
+/** The pool that served a chat request of session `id` (`x-sluice-route`), on a connection of its own. */
+async function poolOfSession(base: string, id: string): Promise<string> {
+  const r = await call(base, 'POST', '/v1/chat/completions', CHAT, {
+    'content-type': 'application/json',
+    'x-session-id': id,
+  });
+  if (r.status !== 200) throw new Error(`status ${r.status}: ${r.body}`);
+  return /pool=([\w-]+)/.exec(String(r.headers['x-sluice-route']))?.[1] ?? '?';
 }
 
 /** The value of the sample `name{labels}` in a Prometheus text, or undefined. */
@@ -71,35 +116,38 @@ async function metrics(t: TestSluice): Promise<string> {
 /** A node that answers after `delayMs`, counting requests at once and the most it held together. */
 interface CountingNode extends ScriptedNode {
   readonly seen: { now: number; peak: number; total: number };
-  /** Answers every held request (for a node made with `hold`). */
+  /** How long the node waits before it answers, ms; null: it holds every request until `release`. */
+  delayMs: number | null;
+  /** Answers every held request. */
   release(): void;
 }
 
 async function countingNode(delayMs: number, hold = false): Promise<CountingNode> {
   const seen = { now: 0, peak: 0, total: 0 };
   const held: (() => void)[] = [];
-  const node = await startScriptedNode((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      seen.now++;
-      seen.total++;
-      if (seen.now > seen.peak) seen.peak = seen.now;
-      const answer = (): void => {
-        seen.now--;
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(ANSWER);
-      };
-      if (hold) held.push(answer);
-      else setTimeout(answer, delayMs);
-    });
-  });
-  return {
-    ...node,
+  const counting: CountingNode = {
+    ...(await startScriptedNode((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        seen.now++;
+        seen.total++;
+        if (seen.now > seen.peak) seen.peak = seen.now;
+        const answer = (): void => {
+          seen.now--;
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(ANSWER);
+        };
+        if (counting.delayMs === null) held.push(answer);
+        else setTimeout(answer, counting.delayMs);
+      });
+    })),
     seen,
+    delayMs: hold ? null : delayMs,
     release: () => {
       for (const a of held.splice(0)) a();
     },
   };
+  return counting;
 }
 
 /**
@@ -933,65 +981,13 @@ describe('server.workers: 2 when a worker cannot start', { timeout: 30_000 }, ()
   });
 });
 
-/** POSTs one embeddings input on a connection of its own; resolves to the status and the answer. */
-function postEmbedding(base: string, input: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const u = new URL('/v1/embeddings', base);
-    const req = request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        agent: false,
-        headers: { 'content-type': 'application/json', connection: 'close' },
-      },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(JSON.stringify({ model: 'e', input }));
-  });
-}
-
 describe('server.workers: 2 with micro-batching', { timeout: 60_000 }, () => {
-  /** Inputs of each call the node received, in order of arrival. */
-  const calls: string[][] = [];
-  let node: ScriptedNode | undefined;
+  let node: EmbeddingNode | undefined;
   let t: TestSluice | undefined;
 
   before(async () => {
     // A native embeddings node: each input `tN` gets the embedding [N], after 300 ms.
-    node = await startScriptedNode((req, res) => {
-      let text = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (text += c));
-      req.on('end', () => {
-        const input = (JSON.parse(text) as { input: string | string[] }).input;
-        const inputs = Array.isArray(input) ? input : [input];
-        calls.push(inputs);
-        setTimeout(() => {
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(
-            JSON.stringify({
-              object: 'list',
-              model: 'e',
-              data: inputs.map((s, index) => ({
-                object: 'embedding',
-                index,
-                embedding: [Number(s.slice(1))],
-              })),
-              usage: { prompt_tokens: inputs.length, total_tokens: inputs.length },
-            }),
-          );
-        }, 300);
-      });
-    });
+    node = await startEmbeddingNode((s) => [Number(s.slice(1))], 300);
     t = await startTestSluice(
       basicConfig([node.url], WORKERS, {
         route: '    batching: { mode: native, max_batch_size: 20, max_wait_ms: 5000 }',
@@ -1006,7 +1002,7 @@ describe('server.workers: 2 with micro-batching', { timeout: 60_000 }, () => {
   it('batches the items of both threads in the main thread: one window, one call, each answer its own', async () => {
     // The first request finds the node idle and goes at once; the node then holds it for 300 ms.
     const first = postEmbedding(t!.url, 't100');
-    await waitFor(() => calls.length === 1, 5000, 'the first call');
+    await waitFor(() => node!.calls.length === 1, 5000, 'the first call');
     // Twenty requests on connections of their own, spread over both threads by the kernel, fill
     // one window of 20 (a window per thread would hold them until max_wait_ms: 5 s).
     const started = Date.now();
@@ -1018,8 +1014,11 @@ describe('server.workers: 2 with micro-batching', { timeout: 60_000 }, () => {
       const answer = JSON.parse(r.body) as { data: { index: number; embedding: number[] }[] };
       assert.deepEqual(answer.data, [{ object: 'embedding', index: 0, embedding: [i] }]);
     });
-    assert.equal(calls.length, 2, `calls: ${JSON.stringify(calls)}`);
-    assert.deepEqual([...calls[1]!].sort(), Array.from({ length: 20 }, (_, i) => `t${i}`).sort());
+    assert.equal(node!.calls.length, 2, `calls: ${JSON.stringify(node!.calls)}`);
+    assert.deepEqual(
+      [...(node!.calls[1] as string[])].sort(),
+      Array.from({ length: 20 }, (_, i) => `t${i}`).sort(),
+    );
     assert.ok(took < 4000, `the window closed at its size, not its deadline (${took} ms)`);
     const text = await metrics(t!);
     assert.equal(sample(text, 'sluice_batch_items_total{route="all"}'), 21);
@@ -1030,33 +1029,6 @@ describe('server.workers: 2 with micro-batching', { timeout: 60_000 }, () => {
     assert.ok(main > 0 && worker > 0, `both threads served (${main} and ${worker})`);
   });
 });
-
-/** The pool that served a request of session `id`, sent on a connection of its own. */
-function poolOfSession(base: string, id: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const u = new URL('/v1/chat/completions', base);
-    const req = request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        agent: false,
-        headers: { 'content-type': 'application/json', connection: 'close', 'x-session-id': id },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode !== 200) reject(new Error(`status ${res.statusCode}`));
-          else resolve(/pool=([\w-]+)/.exec(String(res.headers['x-sluice-route']))?.[1] ?? '?');
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }));
-  });
-}
 
 describe('server.workers: 2 with sticky sessions', { timeout: 60_000 }, () => {
   let a: CountingNode | undefined;
@@ -1110,42 +1082,6 @@ describe('server.workers: 2 with sticky sessions', { timeout: 60_000 }, () => {
   });
 });
 
-/** One request on a connection of its own: the status and the body as text. */
-function call(
-  base: string,
-  method: string,
-  path: string,
-  body: string | null = null,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const u = new URL(path, base);
-    const req = request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: `${u.pathname}${u.search}`,
-        method,
-        agent: false,
-        headers: {
-          connection: 'close',
-          ...(body === null ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
-          ...headers,
-        },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body ?? undefined);
-  });
-}
-
 const BOUNDARY = 'sluice-workers-boundary';
 
 describe('server.workers: 2 with the batch API', { timeout: 60_000 }, () => {
@@ -1189,8 +1125,8 @@ batch_api:
       ...auth,
       'content-type': `multipart/form-data; boundary=${BOUNDARY}`,
     });
-    assert.equal(uploaded.status, 200, uploaded.text);
-    const file = JSON.parse(uploaded.text) as { id: string };
+    assert.equal(uploaded.status, 200, uploaded.body);
+    const file = JSON.parse(uploaded.body) as { id: string };
     const created = await call(
       t!.url,
       'POST',
@@ -1198,8 +1134,8 @@ batch_api:
       JSON.stringify({ input_file_id: file.id, endpoint: '/v1/embeddings', completion_window: '24h' }),
       json,
     );
-    assert.equal(created.status, 200, created.text);
-    const id = (JSON.parse(created.text) as { id: string }).id;
+    assert.equal(created.status, 200, created.body);
+    const id = (JSON.parse(created.body) as { id: string }).id;
     let batch: {
       status: string;
       request_counts: Record<string, number>;
@@ -1208,8 +1144,8 @@ batch_api:
     await waitFor(
       async () => {
         const r = await call(t!.url, 'GET', `/v1/batches/${id}`, null, auth);
-        assert.equal(r.status, 200, r.text);
-        batch = JSON.parse(r.text) as typeof batch;
+        assert.equal(r.status, 200, r.body);
+        batch = JSON.parse(r.body) as typeof batch;
         return batch.status === 'completed' || batch.status === 'failed';
       },
       20_000,
@@ -1219,7 +1155,7 @@ batch_api:
     assert.deepEqual(batch.request_counts, { total: 12, completed: 12, failed: 0 });
     const content = await call(t!.url, 'GET', `/v1/files/${batch.output_file_id}/content`, null, auth);
     assert.equal(content.status, 200);
-    const out = content.text
+    const out = content.body
       .split('\n')
       .filter((l) => l !== '')
       .map((l) => JSON.parse(l) as { custom_id: string; response: { status_code: number } });
@@ -1233,7 +1169,7 @@ batch_api:
     );
     for (const l of lists) {
       assert.equal(l.status, 200);
-      assert.ok((JSON.parse(l.text) as { data: { id: string }[] }).data.some((b) => b.id === id));
+      assert.ok((JSON.parse(l.body) as { data: { id: string }[] }).data.some((b) => b.id === id));
     }
     // The main thread authenticates: a wrong key is refused whichever thread takes it.
     const wrong = await Promise.all(
@@ -1243,7 +1179,7 @@ batch_api:
     );
     for (const w of wrong) {
       assert.equal(w.status, 401);
-      assert.match(w.text, /invalid_api_key/);
+      assert.match(w.body, /invalid_api_key/);
     }
     const text = await metrics(t!);
     const main = sample(text, 'sluice_thread_requests_total{thread="0"}') ?? 0;
@@ -1263,9 +1199,9 @@ batch_api:
       ),
     );
     for (const r of replies) {
-      assert.equal(r.status, 200, r.text);
+      assert.equal(r.status, 200, r.body);
       assert.equal(
-        (JSON.parse(r.text) as { request_counts: { succeeded: number } }).request_counts.succeeded,
+        (JSON.parse(r.body) as { request_counts: { succeeded: number } }).request_counts.succeeded,
         5,
       );
     }
@@ -1295,7 +1231,7 @@ batch_api:
     const t0 = performance.now();
     for (const r of reqs) r.destroy();
     await waitFor(
-      () => items0.inFlight === 0 && t!.sluice.relayedCallCount === 0,
+      () => items0.inFlight === 0 && t!.sluice.relayedCalls.size === 0,
       4000,
       'every item to stop, and the main thread to let go of the calls passed on',
     );
@@ -1304,28 +1240,11 @@ batch_api:
 });
 
 describe('server.workers: 2 with an adaptive admission limit', { timeout: 60_000 }, () => {
-  /** The node's answer delay, ms; null: it holds every request until `release`. */
-  let delayMs: number | null = 5;
-  const held: (() => void)[] = [];
-  const seen = { now: 0, peak: 0 };
-  let node: ScriptedNode | undefined;
+  let node: CountingNode | undefined;
   let t: TestSluice | undefined;
 
   before(async () => {
-    node = await startScriptedNode((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        seen.now++;
-        if (seen.now > seen.peak) seen.peak = seen.now;
-        const answer = (): void => {
-          seen.now--;
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(ANSWER);
-        };
-        if (delayMs === null) held.push(answer);
-        else setTimeout(answer, delayMs);
-      });
-    });
+    node = await countingNode(5);
     t = await startTestSluice(
       basicConfig([node.url], WORKERS, {
         pool: '    admission: { max_in_flight_per_node: 16, max_queue: 100, adaptive: { min_limit: 2 } }',
@@ -1333,7 +1252,7 @@ describe('server.workers: 2 with an adaptive admission limit', { timeout: 60_000
     );
   });
   after(async () => {
-    for (const a of held.splice(0)) a();
+    node?.release();
     await t?.close();
     await node?.close();
   });
@@ -1353,23 +1272,23 @@ describe('server.workers: 2 with an adaptive admission limit', { timeout: 60_000
     // Fast answers set the minimum; answers 40 times slower then pull the limit down. Both threads
     // take part: each learns into the one state.
     await load(80, 12);
-    delayMs = 200;
+    node!.delayMs = 200;
     await load(60, 16);
     const limit = sample(await metrics(t!), 'sluice_admission_limit{pool="gpu"}') ?? 0;
     assert.ok(limit >= 2 && limit < 16, `the limit fell to ${limit}`);
     // Nothing completes while the node holds: the limit stays, and both threads keep to it.
-    delayMs = null;
-    seen.peak = 0;
+    node!.delayMs = null;
+    node!.seen.peak = 0;
     const pending = Array.from({ length: 24 }, () => post(t!.url));
     await waitFor(
       async () => sample(await metrics(t!), 'sluice_admission_queued{pool="gpu"}') === 24 - limit,
       10_000,
       `${limit} at the node and ${24 - limit} queued`,
     );
-    assert.equal(seen.now, limit);
-    assert.equal(seen.peak, limit, 'never more than the shared limit at the node');
-    delayMs = 1;
-    for (const a of held.splice(0)) a();
+    assert.equal(node!.seen.now, limit);
+    assert.equal(node!.seen.peak, limit, 'never more than the shared limit at the node');
+    node!.delayMs = 1;
+    node!.release();
     const replies = await Promise.all(pending);
     assert.deepEqual(
       replies.map((r) => r.status),
@@ -1383,7 +1302,7 @@ describe('server.workers: 2 with an adaptive admission limit', { timeout: 60_000
 });
 
 describe('server.workers: 2 with micro-batching reloaded under load', { timeout: 60_000 }, () => {
-  let node: ScriptedNode | undefined;
+  let node: EmbeddingNode | undefined;
   let t: TestSluice | undefined;
   const config = (batching: boolean): string =>
     basicConfig([node!.url], WORKERS, {
@@ -1392,30 +1311,7 @@ describe('server.workers: 2 with micro-batching reloaded under load', { timeout:
 
   before(async () => {
     // Each input `tN` gets the embedding [N], after 5 ms.
-    node = await startScriptedNode((req, res) => {
-      let text = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (text += c));
-      req.on('end', () => {
-        const input = (JSON.parse(text) as { input: string | string[] }).input;
-        const inputs = Array.isArray(input) ? input : [input];
-        setTimeout(() => {
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(
-            JSON.stringify({
-              object: 'list',
-              model: 'e',
-              data: inputs.map((s, index) => ({
-                object: 'embedding',
-                index,
-                embedding: [Number(s.slice(1))],
-              })),
-              usage: { prompt_tokens: inputs.length, total_tokens: inputs.length },
-            }),
-          );
-        }, 5);
-      });
-    });
+    node = await startEmbeddingNode((s) => [Number(s.slice(1))], 5);
     t = await startTestSluice(config(true));
   });
   after(async () => {
